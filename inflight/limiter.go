@@ -1,0 +1,291 @@
+package inflight
+
+import (
+	"math"
+	"sync"
+)
+
+// Limiter holds the in-flight state of every node and partition of one
+// producer. Create it with [New]. It is safe for concurrent use; all methods
+// take one internal mutex and never block otherwise.
+type Limiter struct {
+	maxReqs   int
+	maxWindow int
+	onInvalid func(topic string, partition int32, value int32)
+
+	// Negative controls, set only by in-package tests: each breaks one rule
+	// in the admission check (never in the observers), so the model test
+	// can show that its safety checks catch that rule being broken.
+	ignorePartitionLimit bool // learned/default limit not applied (gate still is)
+	ignoreGate           bool // first-batch gate not applied
+	ignoreDraining       bool // new batches admitted while draining
+	ignoreNodeCap        bool // MaxRequestsPerConn not applied
+	trustStale           bool // stale completions learn and open the gate
+
+	mu sync.Mutex
+	// mu guards the following, and the unexported fields of every Node,
+	// Partition and Request of this Limiter.
+	nodes    map[int32]*Node
+	parts    map[partKey]*Partition
+	resetAll uint64 // bumped by ResetAll; partitions catch up lazily in sync
+	stamp    uint64 // bumped by every Reserve, to spot a partition listed twice
+	fixed    int    // UnsafeSetFixedWindow; 0 = off
+}
+
+type partKey struct {
+	topic     string
+	partition int32
+}
+
+// Node is one broker node, with at most one live connection at a time. Get it
+// with [Limiter.Node]; the pointer is stable for the Limiter's life.
+type Node struct {
+	id int32
+	l  *Limiter
+
+	// Limiter.mu guards the following.
+	conn  uint64 // connection generation, bumped by NewConnection
+	reqs  int    // requests in flight on the current connection
+	stale int    // requests in flight on earlier connections
+}
+
+// ID returns the broker node id.
+func (n *Node) ID() int32 { return n.id }
+
+// Partition is one topic-partition. Get it with [Limiter.Partition]; the
+// pointer is stable for the Limiter's life.
+type Partition struct {
+	topic string
+	id    int32
+	l     *Limiter
+
+	// Limiter.mu guards the following.
+	leader     int32
+	epoch      int32
+	node       *Node    // nil while the leader is unknown (leader < 0)
+	conn       uint64   // node.conn when p was last reset
+	resetAll   uint64   // Limiter.resetAll when p was last reset
+	gen        uint64   // bumped on every reset; tickets of older gens are stale
+	window     int      // learned window, already sanitised (>= 1)
+	gated      bool     // first-batch gate armed
+	draining   bool     // a batch failed; no new batch until out is empty
+	out        []uint64 // ids of tickets in flight, ascending
+	nextID     uint64
+	stamp      uint64 // Limiter.stamp of the last Reserve that admitted p
+	invalid    int32  // last invalid window reported, if invalidSet
+	invalidSet bool
+}
+
+// Topic returns the topic name.
+func (p *Partition) Topic() string { return p.topic }
+
+// ID returns the partition number.
+func (p *Partition) ID() int32 { return p.id }
+
+// New returns a Limiter with no nodes and no partitions. It returns a
+// [*ConfigError] if cfg.MaxRequestsPerConn < 1 or cfg.MaxWindow < 0.
+func New(cfg Config) (*Limiter, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Limiter{
+		maxReqs:   cfg.MaxRequestsPerConn,
+		maxWindow: cfg.MaxWindow,
+		onInvalid: cfg.OnInvalidWindow,
+		nodes:     make(map[int32]*Node),
+		parts:     make(map[partKey]*Partition),
+	}, nil
+}
+
+// Node returns the node with this id, creating it on first use.
+func (l *Limiter) Node(id int32) *Node {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.nodeLocked(id)
+}
+
+func (l *Limiter) nodeLocked(id int32) *Node {
+	n := l.nodes[id]
+	if n == nil {
+		n = &Node{id: id, l: l}
+		l.nodes[id] = n
+	}
+	return n
+}
+
+// Partition returns the partition, creating it on first use. A new partition
+// has no leader (it may send nothing until [Limiter.SetLeader]), limit
+// [DefaultWindow] and the first-batch gate armed.
+func (l *Limiter) Partition(topic string, partition int32) *Partition {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	k := partKey{topic, partition}
+	p := l.parts[k]
+	if p == nil {
+		p = &Partition{topic: topic, id: partition, l: l, leader: -1, epoch: -1,
+			resetAll: l.resetAll, window: DefaultWindow, gated: true}
+		l.parts[k] = p
+	}
+	return p
+}
+
+// SetLeader records p's current leader node id (< 0: unknown) and leader
+// epoch, from metadata or a KIP-951 CurrentLeader hint. A change of leader id
+// or leader epoch resets p: limit back to [DefaultWindow], first-batch gate
+// armed. It reports whether anything changed. Batches already in flight to
+// the old leader stay counted until completed, but their completions never
+// change the new limit or open the gate.
+func (l *Limiter) SetLeader(p *Partition, leader int32, leaderEpoch int32) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.own(p.l)
+	if p.leader == leader && p.epoch == leaderEpoch {
+		return false
+	}
+	p.leader, p.epoch = leader, leaderEpoch
+	p.node = nil
+	if leader >= 0 {
+		p.node = l.nodeLocked(leader)
+	}
+	l.reset(p)
+	return true
+}
+
+// NewConnection records that a new connection to node id was established,
+// replacing any earlier one. Every partition led by that node is reset (limit
+// [DefaultWindow], gate armed); this is O(1), partitions catch up when next
+// used. Requests still in flight on the old connection no longer count
+// against MaxRequestsPerConn, but must still be finished.
+func (l *Limiter) NewConnection(id int32) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.nodeLocked(id)
+	n.conn++
+	n.stale += n.reqs
+	n.reqs = 0
+}
+
+// ResetAll resets every partition (limit [DefaultWindow], gate armed), e.g.
+// after the producer bumps its epoch or gets a new producer id. It is O(1).
+func (l *Limiter) ResetAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.resetAll++
+}
+
+// UnsafeSetFixedWindow is for tests and benchmarks only: it ignores learned
+// windows and the first-batch gate and uses n as every partition's limit
+// (draining and the node cap still apply); n == 0 restores normal behaviour,
+// n < 0 panics. It is unsafe above the broker's real window: a retried batch
+// may then be appended twice or rejected as out of order.
+func (l *Limiter) UnsafeSetFixedWindow(n int) {
+	if n < 0 {
+		panic(panicFixedWindow)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.fixed = n
+}
+
+// Limit returns p's current per-partition limit: [DefaultWindow] until
+// learned, capped by [Config.MaxWindow]; it does not count the first-batch
+// gate (see [Limiter.Gated]).
+func (l *Limiter) Limit(p *Partition) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sync(p)
+	return l.limit(p)
+}
+
+// InFlight returns the number of p's tickets not yet completed, including
+// those sent to a previous leader or over an old connection.
+func (l *Limiter) InFlight(p *Partition) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(p.out)
+}
+
+// NodeInFlight returns the number of requests in flight on the current
+// connection to n (reserved and not yet finished).
+func (l *Limiter) NodeInFlight(n *Node) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return n.reqs
+}
+
+// Gated reports whether p's first-batch gate is armed: at most one batch in
+// flight until one is acknowledged by the current leader.
+func (l *Limiter) Gated(p *Partition) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sync(p)
+	return p.gated
+}
+
+// Draining reports whether p is draining after a failed batch: no new batch
+// until all of p's batches in flight have completed.
+func (l *Limiter) Draining(p *Partition) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return p.draining
+}
+
+// own panics if a Node or Partition from another Limiter is passed in.
+func (l *Limiter) own(o *Limiter) {
+	if o != l {
+		panic(panicForeign)
+	}
+}
+
+// sync applies a NewConnection or ResetAll that p has not seen yet.
+func (l *Limiter) sync(p *Partition) {
+	if p.resetAll != l.resetAll || (p.node != nil && p.conn != p.node.conn) {
+		l.reset(p)
+	}
+}
+
+// reset starts a new generation of p: nothing is known about the broker's
+// state for us, so the limit is the default and one batch must be acked
+// before more go out. Draining is kept: it ends when p's batches drain.
+func (l *Limiter) reset(p *Partition) {
+	p.gen++
+	p.window = DefaultWindow
+	p.gated = true
+	p.resetAll = l.resetAll
+	if p.node != nil {
+		p.conn = p.node.conn
+	}
+}
+
+// limit is Limit without the lock or sync.
+func (l *Limiter) limit(p *Partition) int {
+	if l.fixed > 0 {
+		return l.fixed
+	}
+	if l.maxWindow > 0 && p.window > l.maxWindow {
+		return l.maxWindow
+	}
+	return p.window
+}
+
+// allowed reports whether p may send one more batch now, ignoring the node
+// cap and the leader check. p must be synced.
+func (l *Limiter) allowed(p *Partition) bool {
+	if p.node == nil {
+		return false
+	}
+	if p.draining && !l.ignoreDraining {
+		return false
+	}
+	if l.fixed > 0 {
+		return len(p.out) < l.fixed
+	}
+	limit := l.limit(p)
+	if l.ignorePartitionLimit {
+		limit = math.MaxInt
+	}
+	if p.gated && !l.ignoreGate {
+		limit = 1
+	}
+	return len(p.out) < limit
+}
