@@ -1,0 +1,124 @@
+package linkproxy
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	// ChunkSize is the largest number of bytes one read takes from a
+	// connection; one chunk is the unit that gets a release time.
+	ChunkSize = 64 << 10
+	// MaxQueuedChunks is how many chunks may wait for their release time
+	// per direction and connection before the proxy stops reading.
+	MaxQueuedChunks = 4096
+)
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, ChunkSize); return &b }}
+
+// chunk is bytes read at one instant that may be written at release.
+type chunk struct {
+	buf     *[]byte
+	n       int
+	release time.Time
+}
+
+// link is one proxied connection: client side c, target side t.
+type link struct {
+	p       *Proxy
+	c, t    net.Conn
+	cutOnce sync.Once
+	isCut   atomic.Bool
+}
+
+func newLink(p *Proxy, c, t net.Conn) *link { return &link{p: p, c: c, t: t} }
+
+// cut closes both sides; the pumps see errors and exit.
+func (l *link) cut() {
+	l.cutOnce.Do(func() {
+		l.isCut.Store(true)
+		l.c.Close()
+		l.t.Close()
+	})
+}
+
+// run pumps both directions and returns when both are done.
+func (l *link) run() {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); l.pump(l.c, l.t, &l.p.toTarget) }()
+	go func() { defer wg.Done(); l.pump(l.t, l.c, &l.p.toClient) }()
+	wg.Wait()
+	l.cutOnce.Do(func() { l.c.Close(); l.t.Close() })
+}
+
+// pump copies src to dst with the proxy's delay. A reader goroutine stamps
+// each chunk with read time + delay and queues it; this goroutine writes
+// chunks in order once their release time has passed. Because the stamp is
+// taken at read time, chunks in flight overlap their delays instead of
+// adding them up.
+//
+// On EOF from src the queued bytes are still delivered and dst is
+// half-closed, as a real link would. On any other error, or a write error,
+// the whole link is closed: a broken connection breaks both sides.
+func (l *link) pump(src, dst net.Conn, counter *atomic.Int64) {
+	q := make(chan chunk, MaxQueuedChunks)
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(q)
+		for {
+			bp := bufPool.Get().(*[]byte)
+			n, err := src.Read(*bp)
+			if n > 0 {
+				q <- chunk{buf: bp, n: n, release: time.Now().Add(time.Duration(l.p.delay.Load()))}
+			} else {
+				bufPool.Put(bp)
+			}
+			if err != nil {
+				readErr <- err
+				return
+			}
+		}
+	}()
+
+	var timer *time.Timer
+	writeFailed := false
+	for ch := range q {
+		if writeFailed {
+			bufPool.Put(ch.buf)
+			continue // drain so the reader can exit
+		}
+		if d := time.Until(ch.release); d > 0 {
+			if timer == nil {
+				timer = time.NewTimer(d)
+			} else {
+				timer.Reset(d)
+			}
+			<-timer.C
+		}
+		_, err := dst.Write((*ch.buf)[:ch.n])
+		bufPool.Put(ch.buf)
+		if err != nil {
+			writeFailed = true
+			l.cut()
+			continue
+		}
+		counter.Add(int64(ch.n))
+	}
+	if writeFailed {
+		return
+	}
+	if err := <-readErr; isEOF(err) && !l.isCut.Load() {
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+			return
+		}
+	}
+	l.cut()
+}
+
+func isEOF(err error) bool { return errors.Is(err, io.EOF) }
