@@ -1,0 +1,253 @@
+package broker
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/longhaul-kafka/longhaul/protocol"
+)
+
+// Produce: v3-14
+//
+// Behavior:
+// * v14 (KIP-1269) has v13's body; every v14 partition response carries
+//   ProducerStateBatchesToRetain (tag 1) = the topic's window. An old-mode
+//   node answers v14 with UNSUPPORTED_VERSION on every partition and never
+//   sends the field.
+// * v13+ names topics by id (UNKNOWN_TOPIC_ID), older versions by name.
+// * acks must be -1, 1 or 0 (INVALID_REQUIRED_ACKS); acks=0 writes no
+//   response. Writes are immediate: TimeoutMillis is ignored.
+// * Each partition must hold exactly one v2 batch (INVALID_RECORD
+//   otherwise), at most max.message.bytes (MESSAGE_TOO_LARGE), with a good
+//   CRC, magic 2, consistent counts and records that decode
+//   (CORRUPT_MESSAGE); control batches are INVALID_RECORD.
+// * Idempotent batches (producer id >= 0) follow the dedup rules of
+//   producerState; duplicates answer the original base offset.
+// * A partition led by another node answers NOT_LEADER_OR_FOLLOWER, with
+//   the KIP-951 CurrentLeader and the leader's endpoint at v10+.
+// * Fault hooks: InjectError answers a partition before anything else;
+//   DropProduceResponses drops the whole response after the appends.
+//
+// Simplifications: no transactions (transactional batches are
+// INVALID_TXN_STATE), no replication, LogAppendTime batches keep the
+// client's timestamps.
+
+func init() { regKey(0, 3, produceMaxVersion, handleProduce) }
+
+// maxDecompressed bounds a batch's decompressed body.
+const maxDecompressed = 16 << 20
+
+func handleProduce(c *Cluster, r *request) (kmsg.Response, error) {
+	req := r.kreq.(*kmsg.ProduceRequest)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	now := time.Now()
+	v14 := req.Version >= 14
+
+	var leaders map[int32]bool // nodes named in CurrentLeader hints, for resp.Brokers
+	answer := func(rt *kmsg.ProduceResponseTopic, part int32, code int16, msg string) *kmsg.ProduceResponseTopicPartition {
+		sp := kmsg.NewProduceResponseTopicPartition()
+		sp.Partition = part
+		sp.ErrorCode = code
+		if msg != "" && req.Version >= 8 {
+			sp.ErrorMessage = &msg
+		}
+		rt.Partitions = append(rt.Partitions, sp)
+		return &rt.Partitions[len(rt.Partitions)-1]
+	}
+
+	badAcks := req.Acks != -1 && req.Acks != 0 && req.Acks != 1
+	oldReject := v14 && r.n.old
+	for _, qt := range req.Topics {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic, rt.TopicID = qt.Topic, qt.TopicID
+		var t *topic
+		if req.Version >= 13 {
+			t = c.topicIDs[qt.TopicID]
+		} else {
+			t = c.topics[qt.Topic]
+		}
+		for _, qp := range qt.Partitions {
+			switch {
+			case badAcks:
+				answer(&rt, qp.Partition, kerr.InvalidRequiredAcks.Code, "acks must be -1, 0 or 1")
+			case oldReject:
+				answer(&rt, qp.Partition, kerr.UnsupportedVersion.Code, "old-mode node: Produce v14 not supported")
+			case t == nil && req.Version >= 13:
+				answer(&rt, qp.Partition, kerr.UnknownTopicID.Code, "")
+			case t == nil || qp.Partition < 0 || int(qp.Partition) >= len(t.parts):
+				answer(&rt, qp.Partition, kerr.UnknownTopicOrPartition.Code, "")
+			default:
+				p := t.parts[qp.Partition]
+				sp := answer(&rt, qp.Partition, 0, "")
+				c.producePartition(r, p, qp.Records, sp, now)
+				if sp.ErrorCode == kerr.NotLeaderForPartition.Code && req.Version >= 10 {
+					sp.CurrentLeader.LeaderID = p.leader
+					sp.CurrentLeader.LeaderEpoch = p.epoch
+					if leaders == nil {
+						leaders = make(map[int32]bool)
+					}
+					leaders[p.leader] = true
+				}
+				c.countAnswer(p, sp.ErrorCode)
+			}
+			if v14 && !r.n.old {
+				// Every v14 partition response carries the window,
+				// errors included; an unknown topic gets the default.
+				w := c.defaultWindow
+				if t != nil {
+					w = c.windowOf(t)
+				}
+				setBatchesToRetain(&rt.Partitions[len(rt.Partitions)-1], int32(w))
+			}
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	for id := range leaders {
+		n := c.nodes[id]
+		b := kmsg.NewProduceResponseBroker()
+		b.NodeID = id
+		b.Host, b.Port = n.hostPort()
+		resp.Brokers = append(resp.Brokers, b)
+	}
+	if req.Acks == 0 {
+		r.p.drop = false
+		return nil, nil
+	}
+	if r.n.dropProduce > 0 {
+		r.n.dropProduce--
+		r.p.drop = true
+	}
+	return resp, nil
+}
+
+// producePartition validates and appends one partition's records, filling
+// sp. c.mu is held.
+func (c *Cluster) producePartition(r *request, p *partition, records []byte, sp *kmsg.ProduceResponseTopicPartition, now time.Time) {
+	fail := func(code int16, msg string) {
+		sp.ErrorCode = code
+		if msg != "" && r.version >= 8 {
+			sp.ErrorMessage = &msg
+		}
+	}
+	// Count the batch in flight from now until its response is written
+	// (or dropped, or its connection dies): the window a producer
+	// really has open, emulated delay included. Only a batch whose
+	// header we can read has a producer id to count.
+	if info, err := protocol.ParseBatchHeader(records); err == nil && info.ProducerID >= 0 {
+		c.trackInflight(r, p, info.ProducerID)
+	}
+	if len(p.injected) > 0 {
+		inj := &p.injected[0]
+		code := inj.code
+		if inj.n--; inj.n <= 0 {
+			p.injected = p.injected[1:]
+		}
+		fail(code, "injected")
+		return
+	}
+	if p.leader != r.n.id {
+		fail(kerr.NotLeaderForPartition.Code, "")
+		return
+	}
+	if len(records) > DefaultMaxMessageBytes {
+		fail(kerr.MessageTooLarge.Code, "")
+		return
+	}
+	batches, err := protocol.SplitBatches(records)
+	switch {
+	case err != nil:
+		fail(kerr.CorruptMessage.Code, err.Error())
+		return
+	case len(batches) != 1:
+		fail(kerr.InvalidRecord.Code, fmt.Sprintf("produce needs exactly one batch per partition, got %d", len(batches)))
+		return
+	}
+	// Parse our own copy: it is what we store, and the decoded records
+	// alias it.
+	b := append([]byte(nil), batches[0]...)
+	info, recs, err := protocol.ParseRecordBatch(b, maxDecompressed)
+	if err != nil {
+		fail(kerr.CorruptMessage.Code, err.Error())
+		return
+	}
+	switch {
+	case info.NumRecords <= 0 || info.LastOffsetDelta != info.NumRecords-1 || len(recs) != int(info.NumRecords):
+		fail(kerr.CorruptMessage.Code, "record count and last offset delta disagree")
+		return
+	case info.Control():
+		fail(kerr.InvalidRecord.Code, "clients cannot send control batches")
+		return
+	case info.Transactional():
+		fail(kerr.InvalidTxnState.Code, "transactions are not supported")
+		return
+	}
+	for i, rec := range recs {
+		if rec.Offset-info.BaseOffset != int64(i) {
+			fail(kerr.InvalidRecord.Code, "record offset deltas must be 0..n-1")
+			return
+		}
+	}
+
+	if info.ProducerID < 0 {
+		sp.BaseOffset = c.appendBatch(p, b, info, recs)
+		sp.LogStartOffset = 0
+		return
+	}
+	if info.BaseSequence < 0 || info.ProducerEpoch < 0 {
+		fail(kerr.InvalidRecord.Code, "idempotent batch without sequence or epoch")
+		return
+	}
+	window := c.effectiveWindow(p)
+	s := c.producer(p, info.ProducerID, now)
+	vd, dup := s.check(info.ProducerEpoch, info.BaseSequence, info.LastSequence(), window)
+	switch vd {
+	case verdictDuplicate:
+		p.stats.Duplicates++
+		sp.BaseOffset = dup.baseOffset
+		sp.LogStartOffset = 0
+	case verdictOutOfOrder:
+		fail(kerr.OutOfOrderSequenceNumber.Code, "")
+	case verdictInvalidEpoch:
+		fail(kerr.InvalidProducerEpoch.Code, "")
+	case verdictAppend:
+		base := c.appendBatch(p, b, info, recs)
+		if s == nil {
+			s = &producerState{epoch: info.ProducerEpoch}
+			p.pids[info.ProducerID] = s
+		}
+		s.push(batchMeta{
+			firstSeq:   info.BaseSequence,
+			lastSeq:    info.LastSequence(),
+			baseOffset: base,
+			lastOffset: base + int64(info.LastOffsetDelta),
+			epoch:      info.ProducerEpoch,
+		}, window, now)
+		sp.BaseOffset = base
+		sp.LogStartOffset = 0
+	}
+}
+
+// trackInflight counts one batch of pid on p in flight until r's response
+// is written. c.mu is held.
+func (c *Cluster) trackInflight(r *request, p *partition, pid int64) {
+	p.inflight[pid]++
+	if n := p.inflight[pid]; n > p.stats.MaxInFlight {
+		p.stats.MaxInFlight = n
+	}
+	r.p.inflight = append(r.p.inflight, inflightRef{p: p, pid: pid})
+}
+
+// countAnswer counts the error codes PartitionStats reports. c.mu is held.
+func (c *Cluster) countAnswer(p *partition, code int16) {
+	switch code {
+	case kerr.OutOfOrderSequenceNumber.Code:
+		p.stats.OutOfOrder++
+	case kerr.InvalidProducerEpoch.Code:
+		p.stats.InvalidEpoch++
+	case kerr.UnknownProducerID.Code:
+		p.stats.UnknownProducer++
+	}
+}

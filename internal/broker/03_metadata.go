@@ -1,0 +1,102 @@
+package broker
+
+import (
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Metadata: v0-12
+//
+// Behavior:
+// * Brokers are all nodes; each partition names its leader and leader
+//   epoch (v7+), and topics carry their ids (v10+).
+// * Null topics (v1+) lists every topic; v0's empty list does too.
+// * Unknown topics are UNKNOWN_TOPIC_OR_PARTITION unless
+//   Config.AutoCreateTopics and AllowAutoTopicCreation (v4+; always on v0-3)
+//   ask to create them (one partition, default window). Unknown ids are
+//   UNKNOWN_TOPIC_ID.
+//
+// Simplifications: replicas and ISR are the leader alone, no racks, no
+// authorized operations, the controller is node 0.
+
+func init() { regKey(3, 0, 12, handleMetadata) }
+
+func handleMetadata(c *Cluster, r *request) (kmsg.Response, error) {
+	req := r.kreq.(*kmsg.MetadataRequest)
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	for _, n := range c.nodes {
+		b := kmsg.NewMetadataResponseBroker()
+		b.NodeID = n.id
+		b.Host, b.Port = n.hostPort()
+		resp.Brokers = append(resp.Brokers, b)
+	}
+	clusterID := "longhaul-broker"
+	resp.ClusterID = &clusterID
+	resp.ControllerID = 0
+
+	addTopic := func(t *topic) {
+		st := kmsg.NewMetadataResponseTopic()
+		name := t.name
+		st.Topic = &name
+		st.TopicID = t.id
+		for _, p := range t.parts {
+			sp := kmsg.NewMetadataResponseTopicPartition()
+			sp.Partition = p.index
+			sp.Leader = p.leader
+			sp.LeaderEpoch = p.epoch
+			sp.Replicas = []int32{p.leader}
+			sp.ISR = []int32{p.leader}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	addErr := func(name *string, id uuid, code int16) {
+		st := kmsg.NewMetadataResponseTopic()
+		st.Topic = name
+		st.TopicID = id
+		st.ErrorCode = code
+		resp.Topics = append(resp.Topics, st)
+	}
+
+	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+	if all {
+		names := make([]string, 0, len(c.topics))
+		for name := range c.topics {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			addTopic(c.topics[name])
+		}
+		return resp, nil
+	}
+	autoCreate := c.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
+	seen := make(map[string]bool)
+	for _, rt := range req.Topics {
+		var t *topic
+		switch {
+		case rt.TopicID != (uuid{}):
+			if t = c.topicIDs[rt.TopicID]; t == nil {
+				addErr(nil, rt.TopicID, kerr.UnknownTopicID.Code)
+				continue
+			}
+		case rt.Topic != nil:
+			if t = c.topics[*rt.Topic]; t == nil && autoCreate {
+				t, _ = c.createTopic(TopicConfig{Name: *rt.Topic, Partitions: 1})
+			}
+			if t == nil {
+				addErr(rt.Topic, uuid{}, kerr.UnknownTopicOrPartition.Code)
+				continue
+			}
+		default:
+			continue
+		}
+		if !seen[t.name] {
+			seen[t.name] = true
+			addTopic(t)
+		}
+	}
+	return resp, nil
+}

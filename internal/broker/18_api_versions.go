@@ -1,0 +1,61 @@
+package broker
+
+import (
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ApiVersions: v0-4
+//
+// Behavior:
+// * Lists every registered key with its version range. Produce is offered
+//   up to v14 (KIP-1269), or up to v13 on an old-mode node, decided when
+//   the request is handled: SetOld affects the next ApiVersions.
+// * A version above 4 is answered with a v0 response carrying
+//   UNSUPPORTED_VERSION and our ApiVersions range (KIP-511), as Kafka does.
+//
+// Simplifications: no features (KIP-584), client software name and version
+// are not validated.
+
+func init() { regKey(18, 0, 4, handleApiVersions) }
+
+// produceMaxVersion is the highest Produce version a non-old node offers.
+const produceMaxVersion = 14
+
+// oldProduceMaxVersion is the highest Produce version an old-mode node
+// offers: no KIP-1269 field.
+const oldProduceMaxVersion = 13
+
+func handleApiVersions(c *Cluster, r *request) (kmsg.Response, error) {
+	req := r.kreq.(*kmsg.ApiVersionsRequest)
+	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
+	keys := make([]int16, 0, len(apis))
+	for k := range apis {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	for _, k := range keys {
+		spec := apis[k]
+		ak := kmsg.NewApiVersionsResponseApiKey()
+		ak.ApiKey, ak.MinVersion, ak.MaxVersion = k, spec.min, spec.max
+		if k == 0 && r.n.old {
+			ak.MaxVersion = oldProduceMaxVersion
+		}
+		resp.ApiKeys = append(resp.ApiKeys, ak)
+	}
+	return resp, nil
+}
+
+// apiVersionsUnsupported is the v0 answer to an ApiVersions request of a
+// version we do not serve.
+func apiVersionsUnsupported() kmsg.Response {
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.Version = 0
+	resp.ErrorCode = kerr.UnsupportedVersion.Code
+	ak := kmsg.NewApiVersionsResponseApiKey()
+	ak.ApiKey, ak.MinVersion, ak.MaxVersion = 18, apis[18].min, apis[18].max
+	resp.ApiKeys = append(resp.ApiKeys, ak)
+	return resp
+}

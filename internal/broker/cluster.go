@@ -1,0 +1,187 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// Cluster is a running embedded Kafka cluster. Create it with [Start] and
+// stop it with [Cluster.Close]. All methods are safe for concurrent use.
+type Cluster struct {
+	cfg    Config
+	logger *slog.Logger
+	die    chan struct{} // closed by Close
+	wg     sync.WaitGroup
+
+	mu sync.Mutex
+	// mu guards the following, the nodes' mutable fields and all topic
+	// and partition data.
+	closed        bool
+	nodes         []*node
+	topics        map[string]*topic
+	topicIDs      map[uuid]*topic
+	defaultWindow int
+	expiration    time.Duration
+	nextPID       int64
+	pidEpochs     map[int64]int16 // producer id -> latest epoch handed out
+	dataCh        chan struct{}   // closed and replaced on every append
+}
+
+// node is one broker node: a listener and its connections.
+type node struct {
+	c    *Cluster
+	id   int32
+	addr string // host:port, fixed by the first listen
+
+	// c.mu guards the following.
+	ln          net.Listener
+	conns       map[*conn]struct{}
+	old         bool
+	rtt         time.Duration
+	bw          int64
+	stallUntil  time.Time
+	dropProduce int
+	closeAfter  int
+	inNext      time.Time // bandwidth pacing, request direction
+	outNext     time.Time // bandwidth pacing, response direction
+}
+
+// Start starts a cluster: it validates cfg, listens on every node's
+// address and creates cfg.Topics. On failure nothing is left running.
+func Start(cfg Config) (*Cluster, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{
+		cfg:           cfg,
+		logger:        cfg.Logger,
+		die:           make(chan struct{}),
+		topics:        make(map[string]*topic),
+		topicIDs:      make(map[uuid]*topic),
+		defaultWindow: cfg.DefaultWindow,
+		expiration:    cfg.ProducerIDExpiration,
+		nextPID:       1000,
+		pidEpochs:     make(map[int64]int16),
+		dataCh:        make(chan struct{}),
+	}
+	for i := range cfg.Nodes {
+		n := &node{c: c, id: int32(i), conns: make(map[*conn]struct{}), rtt: cfg.RTT, bw: cfg.Bandwidth}
+		addr := "127.0.0.1:0"
+		if i == 0 {
+			addr = cfg.Addr
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("broker: node %d: listen %s: %w", i, addr, err)
+		}
+		n.ln, n.addr = ln, ln.Addr().String()
+		c.nodes = append(c.nodes, n)
+	}
+	for _, id := range cfg.OldNodes {
+		c.nodes[id].old = true
+	}
+	c.mu.Lock()
+	for _, tc := range cfg.Topics {
+		if _, err := c.createTopic(tc); err != nil {
+			c.mu.Unlock()
+			c.Close()
+			return nil, fmt.Errorf("broker: topic %q: %w", tc.Name, err)
+		}
+	}
+	for _, n := range c.nodes {
+		c.serve(n, n.ln)
+	}
+	c.mu.Unlock()
+	return c, nil
+}
+
+// serve runs n's accept loop on ln. c.mu must be held.
+func (c *Cluster) serve(n *node, ln net.Listener) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return // listener closed by Close or RestartNode
+			}
+			c.mu.Lock()
+			if c.closed || n.ln != ln {
+				c.mu.Unlock()
+				nc.Close()
+				return
+			}
+			cc := newConn(n, nc)
+			n.conns[cc] = struct{}{}
+			c.wg.Add(2)
+			c.mu.Unlock()
+			go cc.readLoop()
+			go cc.writeLoop()
+		}
+	}()
+}
+
+// Addr returns the bootstrap address, node 0's host:port.
+func (c *Cluster) Addr() string { return c.nodes[0].addr }
+
+// Addrs returns every node's host:port, indexed by node id.
+func (c *Cluster) Addrs() []string {
+	out := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n.addr
+	}
+	return out
+}
+
+// Close closes every listener and connection and waits for all the
+// cluster's goroutines to end. Responses not yet written are lost. It is
+// safe to call more than once; later calls return nil.
+func (c *Cluster) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	close(c.die)
+	var errs []error
+	var conns []*conn
+	for _, n := range c.nodes {
+		if n.ln != nil {
+			if err := n.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+				errs = append(errs, err)
+			}
+		}
+		for cc := range n.conns {
+			conns = append(conns, cc)
+		}
+	}
+	c.mu.Unlock()
+	for _, cc := range conns {
+		cc.close()
+	}
+	c.wg.Wait()
+	return errors.Join(errs...)
+}
+
+// node returns the node or ErrUnknownNode. c.mu must be held.
+func (c *Cluster) node(id int32) (*node, error) {
+	if id < 0 || int(id) >= len(c.nodes) {
+		return nil, fmt.Errorf("%w: %d (cluster has %d)", ErrUnknownNode, id, len(c.nodes))
+	}
+	return c.nodes[id], nil
+}
+
+// hostPort splits n's address for Metadata.
+func (n *node) hostPort() (string, int32) {
+	host, port, _ := net.SplitHostPort(n.addr)
+	var p int32
+	fmt.Sscan(port, &p)
+	return host, p
+}

@@ -1,0 +1,151 @@
+package broker
+
+import (
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+)
+
+// Defaults and limits of the broker configuration.
+const (
+	// MinWindow is the smallest producer.state.batches.to.retain a
+	// topic may have; smaller values are INVALID_CONFIG (KIP-1269).
+	MinWindow = 5
+	// DefaultWindow is log.producer.state.batches.to.retain when
+	// [Config.DefaultWindow] is 0, and the window of an old-mode node.
+	DefaultWindow = 5
+	// DefaultProducerIDExpiration is producer.id.expiration.ms when
+	// [Config.ProducerIDExpiration] is 0 (KIP-854: 24 hours).
+	DefaultProducerIDExpiration = 24 * time.Hour
+	// DefaultMaxMessageBytes is the largest record batch a partition
+	// accepts (max.message.bytes); larger is MESSAGE_TOO_LARGE.
+	DefaultMaxMessageBytes = 1 << 20
+	// DefaultMaxRequestBytes is the largest request frame a node reads
+	// (socket.request.max.bytes is 100 MiB in Kafka; we keep it smaller
+	// so a hostile length cannot make us allocate much). A larger frame
+	// closes the connection.
+	DefaultMaxRequestBytes = 8 << 20
+)
+
+// Kafka property names the broker understands in CreateTopics,
+// DescribeConfigs and IncrementalAlterConfigs.
+const (
+	propWindow        = "producer.state.batches.to.retain"     // topic
+	propBrokerWindow  = "log.producer.state.batches.to.retain" // broker
+	propExpiration    = "producer.id.expiration.ms"            // broker
+	propMaxMessageLen = "max.message.bytes"                    // topic, read only here
+)
+
+// Config configures a cluster for [Start]. The zero value is valid: one
+// node on 127.0.0.1:0, no topics, window 5, no link emulation.
+type Config struct {
+	// Nodes is the number of broker nodes, ids 0..Nodes-1, each with its
+	// own loopback listener. Default 1.
+	Nodes int
+	// Addr is node 0's listen address. Default "127.0.0.1:0"; the other
+	// nodes always listen on 127.0.0.1:0.
+	Addr string
+	// Topics are created at start.
+	Topics []TopicConfig
+	// DefaultWindow is log.producer.state.batches.to.retain, the window
+	// of a topic whose own Window is 0. Default 5, at least 5.
+	DefaultWindow int
+	// ProducerIDExpiration is producer.id.expiration.ms: the state of a
+	// producer id that has not appended to a partition for this long is
+	// dropped (lazily, at its next write). Default 24h.
+	ProducerIDExpiration time.Duration
+	// OldNodes are node ids in old-broker mode: their ApiVersions offers
+	// Produce up to v13 only, they never send ProducerStateBatchesToRetain,
+	// and they retain 5 batches whatever the topic says.
+	OldNodes []int32
+	// RTT is the emulated round trip of every node: each response is
+	// written RTT after its request was read. 0 = none.
+	RTT time.Duration
+	// Bandwidth caps each node's link, in bytes per second per direction.
+	// 0 = no cap.
+	Bandwidth int64
+	// AutoCreateTopics creates an unknown topic (one partition, default
+	// window) when Metadata asks for it. Default false: unknown topics
+	// answer UNKNOWN_TOPIC_OR_PARTITION.
+	AutoCreateTopics bool
+	// Logger receives debug logs of connections and rejected requests.
+	// nil = discard.
+	Logger *slog.Logger
+}
+
+// TopicConfig describes a topic for [Config.Topics] and
+// [Cluster.CreateTopic].
+type TopicConfig struct {
+	// Name is the topic name; it must be non-empty.
+	Name string
+	// Partitions is the partition count, at least 1. Leaders are spread
+	// round-robin over the nodes, partition p led by node p % Nodes.
+	Partitions int32
+	// Window is producer.state.batches.to.retain; 0 = the server default
+	// ([Config.DefaultWindow]). Values 1..4 are INVALID_CONFIG.
+	Window int
+}
+
+// withDefaults returns cfg with defaults filled in, or the first invalid
+// field as a *ConfigError.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Nodes == 0 {
+		cfg.Nodes = 1
+	}
+	if cfg.Nodes < 0 || cfg.Nodes > 64 {
+		return cfg, &ConfigError{"Nodes", strconv.Itoa(cfg.Nodes), "must be 1..64"}
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:0"
+	}
+	if cfg.DefaultWindow == 0 {
+		cfg.DefaultWindow = DefaultWindow
+	}
+	if err := checkWindow(propBrokerWindow, cfg.DefaultWindow); err != nil {
+		return cfg, err
+	}
+	if cfg.ProducerIDExpiration == 0 {
+		cfg.ProducerIDExpiration = DefaultProducerIDExpiration
+	}
+	if cfg.ProducerIDExpiration < 0 {
+		return cfg, &ConfigError{propExpiration, cfg.ProducerIDExpiration.String(), "must be positive"}
+	}
+	for _, n := range cfg.OldNodes {
+		if n < 0 || int(n) >= cfg.Nodes {
+			return cfg, &ConfigError{"OldNodes", strconv.Itoa(int(n)), fmt.Sprintf("node ids are 0..%d", cfg.Nodes-1)}
+		}
+	}
+	if cfg.RTT < 0 {
+		return cfg, &ConfigError{"RTT", cfg.RTT.String(), "must be >= 0"}
+	}
+	if cfg.Bandwidth < 0 {
+		return cfg, &ConfigError{"Bandwidth", strconv.FormatInt(cfg.Bandwidth, 10), "must be >= 0 bytes/s"}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return cfg, nil
+}
+
+// checkWindow validates a producer.state.batches.to.retain value.
+func checkWindow(name string, n int) error {
+	if n < MinWindow {
+		return &ConfigError{name, strconv.Itoa(n), fmt.Sprintf("must be at least %d", MinWindow)}
+	}
+	return nil
+}
+
+// checkTopic validates t, window 0 allowed (server default).
+func checkTopic(t TopicConfig) error {
+	if t.Name == "" || len(t.Name) > 249 {
+		return &ConfigError{"Name", strconv.Quote(t.Name), "must be 1..249 characters"}
+	}
+	if t.Partitions < 1 || t.Partitions > 10000 {
+		return &ConfigError{"Partitions", strconv.Itoa(int(t.Partitions)), "must be 1..10000"}
+	}
+	if t.Window != 0 {
+		return checkWindow(propWindow, t.Window)
+	}
+	return nil
+}

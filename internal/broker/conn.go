@@ -1,0 +1,289 @@
+package broker
+
+import (
+	"bufio"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// conn is one client connection to a node. Its reader goroutine reads and
+// handles requests and queues their responses; its writer goroutine writes
+// them in order, each at its due time. See the package doc.
+type conn struct {
+	n  *node
+	nc net.Conn
+
+	closeOnce sync.Once
+	done      chan struct{} // closed by close
+
+	qmu sync.Mutex
+	// qmu guards the following.
+	q     []*pending
+	qdead bool // the writer has exited; push releases at once
+	qsig  chan struct{}
+}
+
+// pending is a handled request waiting for its response to be written.
+type pending struct {
+	corr     int32
+	resp     kmsg.Response // nil: nothing to write (acks=0)
+	due      time.Time     // read time + RTT (+ request pacing)
+	drop     bool          // DropProduceResponses: never write it
+	close    bool          // CloseAfterRequests: close instead of writing
+	inflight []inflightRef // released once written, dropped or abandoned
+}
+
+// inflightRef is one idempotent batch counted in its partition's in-flight
+// statistics.
+type inflightRef struct {
+	p   *partition
+	pid int64
+}
+
+func newConn(n *node, nc net.Conn) *conn {
+	return &conn{n: n, nc: nc, done: make(chan struct{}), qsig: make(chan struct{}, 1)}
+}
+
+// close closes the connection; the reader and writer then exit. Safe to
+// call more than once and from any goroutine.
+func (cc *conn) close() {
+	cc.closeOnce.Do(func() {
+		close(cc.done)
+		cc.nc.Close()
+	})
+}
+
+// push queues p for the writer, or releases it if the writer is gone.
+func (cc *conn) push(p *pending) {
+	cc.qmu.Lock()
+	if cc.qdead {
+		cc.qmu.Unlock()
+		cc.n.c.release(p)
+		return
+	}
+	cc.q = append(cc.q, p)
+	cc.qmu.Unlock()
+	select {
+	case cc.qsig <- struct{}{}:
+	default:
+	}
+}
+
+// pop returns the next queued response, waiting for one; nil once the
+// connection is closed.
+func (cc *conn) pop() *pending {
+	for {
+		cc.qmu.Lock()
+		if len(cc.q) > 0 {
+			p := cc.q[0]
+			cc.q[0] = nil
+			cc.q = cc.q[1:]
+			cc.qmu.Unlock()
+			return p
+		}
+		cc.qmu.Unlock()
+		select {
+		case <-cc.qsig:
+		case <-cc.done:
+			return nil
+		}
+	}
+}
+
+// release ends the in-flight count of p's batches. Takes c.mu.
+func (c *Cluster) release(p *pending) {
+	if len(p.inflight) == 0 {
+		return
+	}
+	c.mu.Lock()
+	for _, r := range p.inflight {
+		if r.p.inflight[r.pid]--; r.p.inflight[r.pid] <= 0 {
+			delete(r.p.inflight, r.pid)
+		}
+	}
+	c.mu.Unlock()
+	p.inflight = nil
+}
+
+// sleepUntil waits until t, returning false if the connection or the
+// cluster closed first.
+func (cc *conn) sleepUntil(t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		select {
+		case <-cc.done:
+			return false
+		default:
+			return true
+		}
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-cc.done:
+		return false
+	case <-cc.n.c.die:
+		return false
+	}
+}
+
+// waitStall waits out a Stall of the node, if any.
+func (cc *conn) waitStall() bool {
+	for {
+		cc.n.c.mu.Lock()
+		until := cc.n.stallUntil
+		cc.n.c.mu.Unlock()
+		if !time.Now().Before(until) {
+			return true
+		}
+		if !cc.sleepUntil(until) {
+			return false
+		}
+	}
+}
+
+// writeLoop writes queued responses in request order. On exit (connection
+// closed or a write failed) it closes the connection and releases every
+// response still queued.
+func (cc *conn) writeLoop() {
+	c := cc.n.c
+	defer c.wg.Done()
+	defer func() {
+		cc.close()
+		cc.qmu.Lock()
+		cc.qdead = true
+		q := cc.q
+		cc.q = nil
+		cc.qmu.Unlock()
+		for _, p := range q {
+			c.release(p)
+		}
+		c.mu.Lock()
+		delete(cc.n.conns, cc)
+		c.mu.Unlock()
+	}()
+	w := bufio.NewWriterSize(cc.nc, 64<<10)
+	var buf []byte
+	for {
+		p := cc.pop()
+		if p == nil {
+			return
+		}
+		if !cc.sleepUntil(p.due) || !cc.waitStall() {
+			c.release(p)
+			return
+		}
+		switch {
+		case p.close:
+			c.release(p)
+			w.Flush()
+			return
+		case p.drop || p.resp == nil:
+			c.release(p)
+			continue
+		}
+		buf = appendResponse(buf[:0], p.corr, p.resp)
+		if at := cc.n.paceOut(len(buf)); !cc.sleepUntil(at) {
+			c.release(p)
+			return
+		}
+		_, err := w.Write(buf)
+		if err == nil && cc.queueEmpty() {
+			err = w.Flush()
+		}
+		c.release(p)
+		if err != nil {
+			return
+		}
+	}
+}
+
+// queueEmpty reports whether no response waits to be written, so the
+// writer flushes before sleeping.
+func (cc *conn) queueEmpty() bool {
+	cc.qmu.Lock()
+	defer cc.qmu.Unlock()
+	return len(cc.q) == 0
+}
+
+// readLoop reads, decodes and handles requests until the connection closes
+// or a request must be answered by closing it.
+func (cc *conn) readLoop() {
+	c := cc.n.c
+	defer c.wg.Done()
+	r := bufio.NewReaderSize(cc.nc, 64<<10)
+	for {
+		frame, err := readFrame(r, DefaultMaxRequestBytes)
+		if err != nil {
+			cc.logClose("read", err)
+			cc.close()
+			return
+		}
+		readAt := time.Now()
+		if !cc.waitStall() {
+			return
+		}
+		p, err := cc.handle(frame, readAt)
+		if err != nil {
+			cc.logClose("request", err)
+			// Answer what came before, then close: push a close marker
+			// so the writer finishes the queue first.
+			cc.push(&pending{due: readAt, close: true})
+			return
+		}
+		cc.push(p)
+		if p.close {
+			return
+		}
+	}
+}
+
+func (cc *conn) logClose(what string, err error) {
+	if errors.Is(err, net.ErrClosed) {
+		return
+	}
+	cc.n.c.logger.Debug("broker: closing connection", "node", cc.n.id, "remote", cc.nc.RemoteAddr().String(), "on", what, "err", err)
+}
+
+// paceOut reserves the node's response-direction bandwidth for n bytes and
+// returns when the write may start. Without a cap it returns now.
+func (n *node) paceOut(size int) time.Time {
+	n.c.mu.Lock()
+	defer n.c.mu.Unlock()
+	now := time.Now()
+	if n.bw <= 0 {
+		return now
+	}
+	start := later(now, n.outNext)
+	n.outNext = start.Add(bwDuration(size, n.bw))
+	return n.outNext
+}
+
+// paceIn reserves the node's request-direction bandwidth for a request of
+// size bytes read at readAt and returns when the request has "arrived".
+// c.mu must be held.
+func (n *node) paceIn(size int, readAt time.Time) time.Time {
+	if n.bw <= 0 {
+		return readAt
+	}
+	start := later(readAt, n.inNext)
+	n.inNext = start.Add(bwDuration(size, n.bw))
+	return n.inNext
+}
+
+func bwDuration(size int, bw int64) time.Duration {
+	return time.Duration(float64(size) / float64(bw) * float64(time.Second))
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

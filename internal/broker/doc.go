@@ -1,0 +1,43 @@
+// Package broker is an embedded Kafka broker for developing and testing
+// longhaul against KIP-1269 (a configurable per-producer dedup window,
+// announced to the client in every ProduceResponse v14) and KIP-854
+// (producer-id expiration).
+//
+// It is a real TCP server speaking the Kafka protocol on loopback, so any
+// Kafka client can use it; it is not a production broker. [Start] brings
+// up a cluster of one or more nodes, each on its own listener, and returns
+// a [Cluster] whose methods control it (move leaders, restart nodes,
+// change a topic's window, expire producer ids), inject faults (drop
+// responses, close connections, answer error codes, stall a node) and
+// observe it (per-partition counters and the log itself).
+//
+// The server is built like franz-go's kfake: one file per API key
+// (00_produce.go, 01_fetch.go, ...), each opening with the versions it
+// serves and what it simplifies. Framing and record-batch parsing come from
+// package protocol; request and response bodies are decoded and encoded
+// by kmsg.
+//
+// # Concurrency
+//
+// Every [Cluster] method is safe for concurrent use, also while clients
+// are connected. One mutex guards all cluster data; a handler holds it
+// only while it computes its answer, never while it waits (Fetch's
+// MaxWait, link emulation and stalls all wait without it).
+//
+// Each connection has a reader goroutine that reads a request, handles it
+// at once and queues the response, and a writer goroutine that writes the
+// queued responses in request order, each no earlier than its request's
+// read time plus the node's emulated round trip. Requests on one
+// connection are therefore delayed concurrently, not one after another:
+// pipelining is preserved, as on a real long link.
+//
+// # Broker rules
+//
+// Per partition and producer id the broker keeps the metadata of the last
+// N batches, N being the topic's producer.state.batches.to.retain (5 on an
+// old-mode node). A batch equal to a retained one is a duplicate, answered
+// with the original offsets and not appended; a batch that does not follow
+// the newest retained one is OUT_OF_ORDER_SEQUENCE_NUMBER; a new epoch
+// must start at sequence 0; an older epoch is INVALID_PRODUCER_EPOCH; with
+// no state any first sequence is accepted. See SPEC.md "Broker side".
+package broker

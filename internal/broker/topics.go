@@ -1,0 +1,197 @@
+package broker
+
+import (
+	"crypto/rand"
+	"time"
+
+	"github.com/longhaul-kafka/longhaul/protocol"
+)
+
+// uuid is a Kafka topic id (KIP-516).
+type uuid = [16]byte
+
+// topic is one topic; the cluster mutex guards it.
+type topic struct {
+	name   string
+	id     uuid
+	window int // producer.state.batches.to.retain; 0 = server default
+	parts  []*partition
+}
+
+// partition is one partition: its leader, its log and the producer state
+// of the ids that wrote to it. The cluster mutex guards it.
+type partition struct {
+	t      *topic
+	index  int32
+	leader int32 // node id
+	epoch  int32 // leader epoch, +1 per MoveLeader
+
+	batches []storedBatch // the log, in offset order
+	records []LogRecord   // decoded records, for Records()
+	next    int64         // log end offset = high watermark (no replication)
+
+	pids map[int64]*producerState
+
+	stats    PartitionStats
+	inflight map[int64]int // producer id -> batches read, response not yet written
+
+	injected []injectedErr // InjectError, oldest first
+}
+
+// storedBatch is one appended batch as served by Fetch: the client's bytes
+// with base offset and partition leader epoch set (neither is covered by the
+// CRC).
+type storedBatch struct {
+	base, last int64
+	maxTS      int64
+	raw        []byte
+}
+
+// injectedErr answers the next n produce partition responses with code.
+type injectedErr struct {
+	code int16
+	n    int
+}
+
+// LogRecord is one record of a partition's log, as returned by
+// [Cluster.Records].
+type LogRecord struct {
+	// Offset is the record's offset in the partition.
+	Offset int64
+	// ProducerID and ProducerEpoch come from the record's batch; -1 for
+	// a non-idempotent batch.
+	ProducerID    int64
+	ProducerEpoch int16
+	// Sequence is the record's own sequence number (batch first sequence
+	// plus offset delta, wrapping at 2^31), -1 for non-idempotent batches.
+	Sequence int32
+	// Timestamp is the record's timestamp in Unix milliseconds.
+	Timestamp int64
+	// Key and Value are the record's key and value; nil when null.
+	Key, Value []byte
+	// Headers are the record's headers, in order.
+	Headers []protocol.Header
+}
+
+// newTopicID returns a random non-zero topic id.
+func newTopicID() uuid {
+	var id uuid
+	for id == (uuid{}) {
+		_, _ = rand.Read(id[:])
+	}
+	return id
+}
+
+// windowOf is the window t's partitions retain: the topic's own value or
+// the server default. c.mu must be held.
+func (c *Cluster) windowOf(t *topic) int {
+	if t.window != 0 {
+		return t.window
+	}
+	return c.defaultWindow
+}
+
+// effectiveWindow is the window p's leader applies: 5 on an old-mode node,
+// the topic window otherwise. c.mu must be held.
+func (c *Cluster) effectiveWindow(p *partition) int {
+	if c.nodes[p.leader].old {
+		return DefaultWindow
+	}
+	return c.windowOf(p.t)
+}
+
+// createTopic adds a topic after checking it. c.mu must be held.
+func (c *Cluster) createTopic(tc TopicConfig) (*topic, error) {
+	if err := checkTopic(tc); err != nil {
+		return nil, err
+	}
+	if _, ok := c.topics[tc.Name]; ok {
+		return nil, ErrTopicExists
+	}
+	t := &topic{name: tc.Name, id: newTopicID(), window: tc.Window}
+	for i := range tc.Partitions {
+		t.parts = append(t.parts, &partition{
+			t:        t,
+			index:    i,
+			leader:   i % int32(len(c.nodes)),
+			pids:     make(map[int64]*producerState),
+			inflight: make(map[int64]int),
+		})
+	}
+	c.topics[t.name] = t
+	c.topicIDs[t.id] = t
+	return t, nil
+}
+
+// partition returns the partition or nil. c.mu must be held.
+func (c *Cluster) partition(topicName string, p int32) *partition {
+	t := c.topics[topicName]
+	if t == nil || p < 0 || int(p) >= len(t.parts) {
+		return nil
+	}
+	return t.parts[p]
+}
+
+// producer returns pid's state on p, dropping it first if it expired
+// (producer.id.expiration.ms, KIP-854); nil means no state. c.mu must be
+// held.
+func (c *Cluster) producer(p *partition, pid int64, now time.Time) *producerState {
+	s := p.pids[pid]
+	if s != nil && now.Sub(s.lastWrite) >= c.expiration {
+		delete(p.pids, pid)
+		return nil
+	}
+	return s
+}
+
+// appendBatch stores an accepted batch at the end of p's log and returns
+// its base offset. b must be the broker's own copy (it is kept and served
+// by Fetch); recs are its decoded records, aliasing b or its decompressed
+// body. c.mu must be held.
+func (c *Cluster) appendBatch(p *partition, b []byte, info protocol.BatchInfo, recs []protocol.Record) int64 {
+	base := p.next
+	protocol.SetBaseOffset(b, base)
+	setLeaderEpoch(b, p.epoch)
+	last := base + int64(info.LastOffsetDelta)
+	p.batches = append(p.batches, storedBatch{base: base, last: last, maxTS: info.MaxTimestamp, raw: b})
+	for _, r := range recs {
+		delta := r.Offset - info.BaseOffset
+		seq := int32(-1)
+		if info.ProducerID >= 0 && info.BaseSequence >= 0 {
+			seq = addSeq(info.BaseSequence, int32(delta))
+		}
+		p.records = append(p.records, LogRecord{
+			Offset:        base + delta,
+			ProducerID:    info.ProducerID,
+			ProducerEpoch: info.ProducerEpoch,
+			Sequence:      seq,
+			Timestamp:     r.Timestamp,
+			Key:           r.Key,
+			Value:         r.Value,
+			Headers:       r.Headers,
+		})
+	}
+	p.next = last + 1
+	p.stats.Appended++
+	c.signalData()
+	return base
+}
+
+// addSeq is seq+delta with the 2^31 wrap of Kafka sequence numbers.
+func addSeq(seq int32, delta int32) int32 {
+	return int32((int64(seq) + int64(delta)) % (1 << 31))
+}
+
+// setLeaderEpoch writes the partition leader epoch into a stored batch
+// (bytes 12..15, outside the CRC), as a real leader does.
+func setLeaderEpoch(b []byte, epoch int32) {
+	if len(b) >= 16 {
+		b[12], b[13], b[14], b[15] = byte(epoch>>24), byte(epoch>>16), byte(epoch>>8), byte(epoch)
+	}
+}
+
+// signalData wakes Fetch requests waiting for new data. c.mu must be held.
+func (c *Cluster) signalData() {
+	close(c.dataCh)
+	c.dataCh = make(chan struct{})
+}
