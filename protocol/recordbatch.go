@@ -1,0 +1,248 @@
+package protocol
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"math"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+)
+
+// RecordBatchOverhead is the size in bytes of a RecordBatch v2 header: every
+// field from baseOffset through the records count. A batch is this many
+// bytes plus its (possibly compressed) record bodies.
+const RecordBatchOverhead = 61
+
+// Byte offsets of the RecordBatch v2 header fields.
+const (
+	offBaseOffset      = 0
+	offLength          = 8
+	offLeaderEpoch     = 12
+	offMagic           = 16
+	offCRC             = 17
+	offAttributes      = 21 // the CRC covers from here to the end
+	offLastOffsetDelta = 23
+	offFirstTimestamp  = 27
+	offMaxTimestamp    = 35
+	offProducerID      = 43
+	offProducerEpoch   = 51
+	offBaseSequence    = 53
+	offNumRecords      = 57
+
+	// lengthBase is what the length field does not count: baseOffset and
+	// the length itself.
+	lengthBase = 12
+)
+
+// Attribute bits of a v2 batch.
+const (
+	attrCodecMask     = 0x07
+	attrLogAppendTime = 0x08
+	attrTransactional = 0x10
+	attrControl       = 0x20
+)
+
+var crc32c = crc32.MakeTable(crc32.Castagnoli)
+
+// Header is a record header. A nil Value is encoded as null.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// BatchHeader carries the producer fields of a batch being built.
+type BatchHeader struct {
+	// ProducerID is the id from InitProducerId; -1 for a non-idempotent
+	// producer.
+	ProducerID int64
+	// ProducerEpoch is the epoch from InitProducerId; -1 when unused.
+	ProducerEpoch int16
+	// BaseSequence is the sequence number of the first record; the broker
+	// derives the others from the offset deltas. -1 when unused.
+	BaseSequence int32
+	// Compression is the codec for the record bodies.
+	Compression Codec
+	// Transactional sets the transactional attribute bit.
+	Transactional bool
+}
+
+// BatchBuilder accumulates the records of one RecordBatch v2. Records are
+// encoded into an internal buffer as they are appended, so once the buffer
+// has grown an Append allocates nothing. The zero value is ready to use.
+// Not safe for concurrent use. Reset makes it reusable, keeping the buffer.
+type BatchBuilder struct {
+	buf     []byte // encoded record bodies, uncompressed
+	n       int32
+	firstTS int64
+	maxTS   int64
+}
+
+// Reset forgets all records, keeping the allocated buffer.
+func (b *BatchBuilder) Reset() {
+	b.buf = b.buf[:0]
+	b.n = 0
+	b.firstTS, b.maxTS = 0, 0
+}
+
+// Append encodes one record. timestampMs is milliseconds since the epoch
+// (CreateTime); the first Append fixes the batch's FirstTimestamp and later
+// records store their delta to it (which may be negative). A nil key or
+// value is encoded as null, an empty non-nil one as empty. The offset delta
+// is the record's index in the batch.
+func (b *BatchBuilder) Append(timestampMs int64, key, value []byte, headers []Header) {
+	if b.n == 0 {
+		b.firstTS, b.maxTS = timestampMs, timestampMs
+	} else if timestampMs > b.maxTS {
+		b.maxTS = timestampMs
+	}
+	tsDelta := timestampMs - b.firstTS
+	body := recordBodySize(tsDelta, b.n, key, value, headers)
+	dst := b.buf
+	dst = kbin.AppendVarint(dst, int32(body))
+	dst = append(dst, 0) // record attributes, unused
+	dst = kbin.AppendVarlong(dst, tsDelta)
+	dst = kbin.AppendVarint(dst, b.n)
+	dst = kbin.AppendVarintBytes(dst, key)
+	dst = kbin.AppendVarintBytes(dst, value)
+	dst = kbin.AppendVarint(dst, int32(len(headers)))
+	for i := range headers {
+		dst = kbin.AppendVarintString(dst, headers[i].Key)
+		dst = kbin.AppendVarintBytes(dst, headers[i].Value)
+	}
+	b.buf = dst
+	b.n++
+}
+
+// NumRecords returns how many records were appended since the last Reset.
+func (b *BatchBuilder) NumRecords() int { return int(b.n) }
+
+// EncodedLen returns the uncompressed size in bytes of the records appended
+// so far, excluding the [RecordBatchOverhead]. An uncompressed batch built
+// now is exactly RecordBatchOverhead+EncodedLen bytes.
+func (b *BatchBuilder) EncodedLen() int { return len(b.buf) }
+
+// FirstTimestamp returns the timestamp of the first record appended, 0 if
+// none.
+func (b *BatchBuilder) FirstTimestamp() int64 { return b.firstTS }
+
+// RecordSize returns the exact encoded size in bytes of one record,
+// including its leading length varint, for deciding whether a record still
+// fits a batch.size or max.request.size budget before appending it.
+func RecordSize(timestampDelta int64, offsetDelta int32, key, value []byte, headers []Header) int {
+	body := recordBodySize(timestampDelta, offsetDelta, key, value, headers)
+	return kbin.VarintLen(int32(body)) + body
+}
+
+func bytesSize(b []byte) int {
+	if b == nil {
+		return 1 // varint -1
+	}
+	return kbin.VarintLen(int32(len(b))) + len(b)
+}
+
+func recordBodySize(tsDelta int64, offDelta int32, key, value []byte, headers []Header) int {
+	n := 1 + // attributes
+		kbin.VarlongLen(tsDelta) +
+		kbin.VarintLen(offDelta) +
+		bytesSize(key) +
+		bytesSize(value) +
+		kbin.VarintLen(int32(len(headers)))
+	for i := range headers {
+		n += kbin.VarintLen(int32(len(headers[i].Key))) + len(headers[i].Key)
+		n += bytesSize(headers[i].Value)
+	}
+	return n
+}
+
+// Build appends a complete RecordBatch v2 holding the appended records to
+// dst and returns the extended slice: baseOffset 0, partitionLeaderEpoch
+// -1, magic 2, attributes (codec, transactional bit, CreateTime),
+// lastOffsetDelta, first and max timestamps, the producer fields from h, the
+// record count, and the record bodies compressed with h.Compression (always,
+// even when that does not shrink them), then the length and the CRC-32C
+// (Castagnoli) over everything after the CRC field. The builder is left
+// unchanged, so Build may run again (for example with another codec). On
+// error ([ErrEmptyBatch], [ErrUnknownCodec], a compressor failure) dst is
+// returned with its original length.
+func (b *BatchBuilder) Build(dst []byte, h BatchHeader) ([]byte, error) {
+	if b.n == 0 {
+		return dst, ErrEmptyBatch
+	}
+	if !h.Compression.valid() {
+		return dst, fmt.Errorf("%w: %d", ErrUnknownCodec, int8(h.Compression))
+	}
+	start := len(dst)
+	attrs := int16(h.Compression)
+	if h.Transactional {
+		attrs |= attrTransactional
+	}
+	dst = kbin.AppendInt64(dst, 0)     // baseOffset: the broker assigns it
+	dst = kbin.AppendInt32(dst, 0)     // length, set below
+	dst = kbin.AppendInt32(dst, -1)    // partitionLeaderEpoch: clients send -1
+	dst = append(dst, 2)               // magic
+	dst = kbin.AppendInt32(dst, 0)     // crc, set below
+	dst = kbin.AppendInt16(dst, attrs) // attributes
+	dst = kbin.AppendInt32(dst, b.n-1) // lastOffsetDelta
+	dst = kbin.AppendInt64(dst, b.firstTS)
+	dst = kbin.AppendInt64(dst, b.maxTS)
+	dst = kbin.AppendInt64(dst, h.ProducerID)
+	dst = kbin.AppendInt16(dst, h.ProducerEpoch)
+	dst = kbin.AppendInt32(dst, h.BaseSequence)
+	dst = kbin.AppendInt32(dst, b.n)
+	var err error
+	dst, err = Compress(dst, h.Compression, b.buf)
+	if err != nil {
+		return dst[:start], err
+	}
+	batch := dst[start:]
+	if len(batch)-lengthBase > math.MaxInt32 {
+		return dst[:start], fmt.Errorf("protocol: batch of %d bytes too large", len(batch))
+	}
+	binary.BigEndian.PutUint32(batch[offLength:], uint32(len(batch)-lengthBase))
+	binary.BigEndian.PutUint32(batch[offCRC:], crc32.Checksum(batch[offAttributes:], crc32c))
+	return dst, nil
+}
+
+// SetBatchSequence rewrites the producer id, epoch and base sequence of an
+// encoded v2 batch in place and recomputes its CRC. The producer uses it
+// after an epoch bump renumbers batches that were built but not
+// acknowledged. batch must be exactly one batch (as built by
+// [BatchBuilder.Build]); otherwise, or if the magic is not 2, it returns an
+// error wrapping [ErrCorruptBatch] and leaves batch unchanged.
+func SetBatchSequence(batch []byte, producerID int64, epoch int16, baseSequence int32) error {
+	if err := checkFraming(batch); err != nil {
+		return err
+	}
+	binary.BigEndian.PutUint64(batch[offProducerID:], uint64(producerID))
+	binary.BigEndian.PutUint16(batch[offProducerEpoch:], uint16(epoch))
+	binary.BigEndian.PutUint32(batch[offBaseSequence:], uint32(baseSequence))
+	binary.BigEndian.PutUint32(batch[offCRC:], crc32.Checksum(batch[offAttributes:], crc32c))
+	return nil
+}
+
+// SetBaseOffset writes the baseOffset field of an encoded batch in place, as
+// a broker does when appending it. baseOffset is outside the CRC, so the
+// batch stays valid. It panics if batch is shorter than 8 bytes.
+func SetBaseOffset(batch []byte, off int64) {
+	if len(batch) < 8 {
+		panic("protocol: SetBaseOffset on a batch shorter than 8 bytes")
+	}
+	binary.BigEndian.PutUint64(batch[offBaseOffset:], uint64(off))
+}
+
+// checkFraming verifies that batch is one whole v2 batch: long enough for a
+// header, magic 2, and a length field matching len(batch).
+func checkFraming(batch []byte) error {
+	if len(batch) < RecordBatchOverhead {
+		return fmt.Errorf("%w: %d bytes, need at least %d", ErrCorruptBatch, len(batch), RecordBatchOverhead)
+	}
+	if m := int8(batch[offMagic]); m != 2 {
+		return fmt.Errorf("%w: magic %d, want 2", ErrCorruptBatch, m)
+	}
+	length := int32(binary.BigEndian.Uint32(batch[offLength:]))
+	if int64(length)+lengthBase != int64(len(batch)) {
+		return fmt.Errorf("%w: length field %d does not match %d bytes", ErrCorruptBatch, length, len(batch))
+	}
+	return nil
+}
