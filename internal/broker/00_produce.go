@@ -100,7 +100,7 @@ func handleProduce(c *Cluster, r *request) (kmsg.Response, error) {
 				if t != nil {
 					w = c.windowOf(t)
 				}
-				setBatchesToRetain(&rt.Partitions[len(rt.Partitions)-1], int32(w))
+				protocol.SetBatchesToRetain(&rt.Partitions[len(rt.Partitions)-1], int32(w))
 			}
 		}
 		resp.Topics = append(resp.Topics, rt)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/longhaul-kafka/longhaul/protocol"
 )
 
 // conn is one client connection to a node. Its reader goroutine reads and
@@ -188,7 +190,7 @@ func (cc *conn) writeLoop() {
 			c.release(p)
 			continue
 		}
-		buf = appendResponse(buf[:0], p.corr, p.resp)
+		buf = protocol.AppendResponse(buf[:0], p.corr, p.resp)
 		if at := cc.n.paceOut(len(buf)); !cc.sleepUntil(at) {
 			c.release(p)
 			return
@@ -218,8 +220,10 @@ func (cc *conn) readLoop() {
 	c := cc.n.c
 	defer c.wg.Done()
 	r := bufio.NewReaderSize(cc.nc, 64<<10)
+	var frame []byte // reused: a request is done with before the next read
 	for {
-		frame, err := readFrame(r, DefaultMaxRequestBytes)
+		var err error
+		frame, err = protocol.ReadFrame(r, frame, DefaultMaxRequestBytes)
 		if err != nil {
 			cc.logClose("read", err)
 			cc.close()

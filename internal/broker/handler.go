@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/longhaul-kafka/longhaul/protocol"
 )
 
 // handlerFunc answers one decoded request. It runs with c.mu held and must
@@ -57,16 +59,20 @@ type request struct {
 // response, or an error if the connection must be closed instead.
 func (cc *conn) handle(frame []byte, readAt time.Time) (*pending, error) {
 	c := cc.n.c
-	hdr, body, err := parseRequest(frame)
-	if err != nil && hdr.key != 18 {
-		return nil, err
+	hdr, kreq, err := protocol.ParseRequest(frame)
+	isAV := hdr.Key == 18 && (err == nil || errors.Is(err, protocol.ErrUnsupportedVersion))
+	if err != nil && !isAV {
+		return nil, fmt.Errorf("%w: %w", errConnClose, err)
 	}
-	spec, ok := apis[hdr.key]
+	spec, ok := apis[hdr.Key]
 	if !ok {
-		return nil, fmt.Errorf("%w: unknown api key %d", errConnClose, hdr.key)
+		return nil, fmt.Errorf("%w: api key %d not served", errConnClose, hdr.Key)
 	}
-	r := &request{cc: cc, n: cc.n, key: hdr.key, version: hdr.version, clientID: hdr.clientID, readAt: readAt}
-	r.p = &pending{corr: hdr.corr}
+	r := &request{cc: cc, n: cc.n, key: hdr.Key, version: hdr.Version, kreq: kreq, readAt: readAt}
+	if hdr.ClientID != nil {
+		r.clientID = *hdr.ClientID
+	}
+	r.p = &pending{corr: hdr.CorrelationID}
 
 	c.mu.Lock()
 	r.p.due = cc.n.paceIn(len(frame)+4, readAt).Add(cc.n.rtt)
@@ -76,22 +82,16 @@ func (cc *conn) handle(frame []byte, readAt time.Time) (*pending, error) {
 	}
 	c.mu.Unlock()
 
-	if hdr.key == 18 && (err != nil || hdr.version > spec.max) {
-		// KIP-511: a version we do not know is answered with a v0
+	if isAV && (err != nil || hdr.Version > spec.max) {
+		// KIP-511: a version we do not serve is answered with a v0
 		// response carrying UNSUPPORTED_VERSION and our range, so the
 		// client can retry at a version we serve.
 		r.p.resp = apiVersionsUnsupported()
 		return r.p, nil
 	}
-	if hdr.version < spec.min || hdr.version > spec.max {
-		return nil, fmt.Errorf("%w: api key %d version %d outside %d..%d", errConnClose, hdr.key, hdr.version, spec.min, spec.max)
+	if hdr.Version < spec.min || hdr.Version > spec.max {
+		return nil, fmt.Errorf("%w: api key %d version %d outside %d..%d", errConnClose, hdr.Key, hdr.Version, spec.min, spec.max)
 	}
-	kreq := kmsg.RequestForKey(hdr.key)
-	kreq.SetVersion(hdr.version)
-	if err := kreq.ReadFrom(body); err != nil {
-		return nil, fmt.Errorf("%w: decoding api key %d v%d: %v", errConnClose, hdr.key, hdr.version, err)
-	}
-	r.kreq = kreq
 
 	for {
 		c.mu.Lock()

@@ -1,0 +1,114 @@
+package broker
+
+import (
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Fetch: v4-16
+//
+// Behavior:
+// * Serves the stored batches (the producers' bytes with offsets and
+//   leader epoch set) from the batch holding FetchOffset, at least one
+//   batch per partition, then up to PartitionMaxBytes and MaxBytes.
+// * Topics by name before v13, by id from v13 (UNKNOWN_TOPIC_ID).
+// * Only the leader serves a partition (NOT_LEADER_OR_FOLLOWER, with the
+//   KIP-951 CurrentLeader at v12+). CurrentLeaderEpoch (v9+) older than
+//   ours is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH. An offset
+//   beyond the log end is OFFSET_OUT_OF_RANGE.
+// * With fewer than MinBytes ready, waits for an append up to MaxWait,
+//   capped at maxFetchWait so a test never hangs on it.
+//
+// Simplifications: no fetch sessions (SessionID 0 makes clients send full
+// fetches), no isolation levels (no transactions), no follower fetching,
+// high watermark = last stable offset = log end, log start always 0.
+
+func init() { regKey(1, 4, 16, handleFetch) }
+
+// maxFetchWait caps a fetch's MaxWait.
+const maxFetchWait = time.Second
+
+func handleFetch(c *Cluster, r *request) (kmsg.Response, error) {
+	req := r.kreq.(*kmsg.FetchRequest)
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	maxBytes := int(req.MaxBytes)
+	if maxBytes <= 0 {
+		maxBytes = 1 << 30
+	}
+	total := 0
+	for _, qt := range req.Topics {
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic, rt.TopicID = qt.Topic, qt.TopicID
+		var t *topic
+		if req.Version >= 13 {
+			t = c.topicIDs[qt.TopicID]
+		} else {
+			t = c.topics[qt.Topic]
+		}
+		for _, qp := range qt.Partitions {
+			sp := kmsg.NewFetchResponseTopicPartition()
+			sp.Partition = qp.Partition
+			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+			switch {
+			case t == nil && req.Version >= 13:
+				sp.ErrorCode = kerr.UnknownTopicID.Code
+			case t == nil || qp.Partition < 0 || int(qp.Partition) >= len(t.parts):
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			default:
+				p := t.parts[qp.Partition]
+				if code := c.checkLeader(r.n, p, qp.CurrentLeaderEpoch); code != 0 {
+					sp.ErrorCode = code
+					if code == kerr.NotLeaderForPartition.Code && req.Version >= 12 {
+						sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = p.leader, p.epoch
+					}
+					break
+				}
+				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = p.next, p.next, 0
+				if qp.FetchOffset < 0 || qp.FetchOffset > p.next {
+					sp.ErrorCode = kerr.OffsetOutOfRange.Code
+					break
+				}
+				partMax := int(qp.PartitionMaxBytes)
+				i := sort.Search(len(p.batches), func(i int) bool { return p.batches[i].last >= qp.FetchOffset })
+				n := 0
+				for ; i < len(p.batches); i++ {
+					b := p.batches[i].raw
+					if (n > 0 && n+len(b) > partMax) || (total > 0 && total+len(b) > maxBytes) {
+						break
+					}
+					sp.RecordBatches = append(sp.RecordBatches, b...)
+					n += len(b)
+					total += len(b)
+				}
+			}
+			rt.Partitions = append(rt.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	if total < int(req.MinBytes) && req.MaxWaitMillis > 0 && !r.final {
+		r.waitCh = c.dataCh
+		if r.waitUntil.IsZero() {
+			r.waitUntil = r.readAt.Add(min(time.Duration(req.MaxWaitMillis)*time.Millisecond, maxFetchWait))
+		}
+		return nil, errWaitData
+	}
+	return resp, nil
+}
+
+// checkLeader answers whether node n may serve p to a client that believes
+// the leader epoch is epoch (-1 = unknown): 0 or the error code. c.mu is
+// held.
+func (c *Cluster) checkLeader(n *node, p *partition, epoch int32) int16 {
+	switch {
+	case p.leader != n.id:
+		return kerr.NotLeaderForPartition.Code
+	case epoch >= 0 && epoch < p.epoch:
+		return kerr.FencedLeaderEpoch.Code
+	case epoch > p.epoch:
+		return kerr.UnknownLeaderEpoch.Code
+	}
+	return 0
+}

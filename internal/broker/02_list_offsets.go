@@ -1,0 +1,72 @@
+package broker
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ListOffsets: v1-8
+//
+// Behavior:
+// * Timestamp -2 is the earliest offset (0), -1 the latest (log end), -3
+//   (v7+) the record with the largest timestamp; any other timestamp finds
+//   the first record at or after it (offset -1 if none).
+// * Leader and CurrentLeaderEpoch (v4+) are checked as in Fetch.
+//
+// Simplifications: no isolation levels (read_committed = read_uncommitted),
+// no tiered storage timestamps (-4, -5 answer like -2).
+
+func init() { regKey(2, 1, 8, handleListOffsets) }
+
+func handleListOffsets(c *Cluster, r *request) (kmsg.Response, error) {
+	req := r.kreq.(*kmsg.ListOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, qt := range req.Topics {
+		rt := kmsg.NewListOffsetsResponseTopic()
+		rt.Topic = qt.Topic
+		t := c.topics[qt.Topic]
+		for _, qp := range qt.Partitions {
+			sp := kmsg.NewListOffsetsResponseTopicPartition()
+			sp.Partition = qp.Partition
+			sp.Offset, sp.Timestamp, sp.LeaderEpoch = -1, -1, -1
+			if t == nil || qp.Partition < 0 || int(qp.Partition) >= len(t.parts) {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				rt.Partitions = append(rt.Partitions, sp)
+				continue
+			}
+			p := t.parts[qp.Partition]
+			if code := c.checkLeader(r.n, p, qp.CurrentLeaderEpoch); code != 0 {
+				sp.ErrorCode = code
+				rt.Partitions = append(rt.Partitions, sp)
+				continue
+			}
+			sp.LeaderEpoch = p.epoch
+			switch ts := qp.Timestamp; {
+			case ts == -1:
+				sp.Offset = p.next
+			case ts == -3:
+				best := -1
+				for i, rec := range p.records {
+					if best < 0 || rec.Timestamp > p.records[best].Timestamp {
+						best = i
+					}
+				}
+				if best >= 0 {
+					sp.Offset, sp.Timestamp = p.records[best].Offset, p.records[best].Timestamp
+				}
+			case ts < 0:
+				sp.Offset = 0
+			default:
+				for _, rec := range p.records {
+					if rec.Timestamp >= ts {
+						sp.Offset, sp.Timestamp = rec.Offset, rec.Timestamp
+						break
+					}
+				}
+			}
+			rt.Partitions = append(rt.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
