@@ -1,0 +1,569 @@
+package inflight
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"testing"
+)
+
+// The model test drives a Limiter with random sends, acks, failures, learned
+// windows, leader changes, reconnects and resets, and checks every admission
+// against an independent model of SPEC.md's rules. Safety checks (kinds
+// below) never depend on the Limiter's own answers; strict mode additionally
+// compares every observer with the model and checks that everything the
+// model allows is admitted.
+
+// Violation kinds.
+const (
+	vPartitionLimit = "partition limit" // more in flight than min(window, MaxWindow)
+	vGate           = "gate"            // a second batch while the first-batch gate is armed
+	vDraining       = "draining"        // a new batch while draining
+	vNodeCap        = "node cap"        // more requests than MaxRequestsPerConn
+	vLeader         = "leader"          // a batch admitted to a node that does not lead it
+	vDuplicate      = "duplicate"       // a partition twice in one request
+	vRelease        = "release"         // counts not back to 0 after all were completed/finished
+	vAPI            = "api"             // wrong return value or refused Reserve with tickets
+	vObserver       = "observer"        // strict: an observer disagrees with the model
+	vCompleteness   = "completeness"    // strict: the model allows a batch the Limiter refused
+)
+
+var safetyKinds = map[string]bool{vPartitionLimit: true, vGate: true, vDraining: true, vNodeCap: true, vLeader: true, vDuplicate: true}
+
+type violation struct {
+	kind string
+	msg  string
+}
+
+func (v *violation) String() string { return v.kind + ": " + v.msg }
+
+type modelOpts struct {
+	seed          uint64
+	workers       int  // goroutines sharing one Limiter, each with its own nodes and partitions
+	steps         int  // per worker
+	strict        bool // compare observers and completeness too
+	resetAll      bool // allowed only with one worker: it touches every partition
+	skipOneFinish bool // driver fault: leak one reservation (negative control for vRelease)
+	breakIt       func(l *Limiter)
+}
+
+// mPart is the model of one partition.
+type mPart struct {
+	p        *Partition
+	leader   int32
+	epoch    int32
+	gen      int
+	window   int
+	gated    bool
+	draining bool
+	inflight int
+}
+
+type mTicket struct {
+	t   Ticket
+	mp  *mPart
+	gen int
+}
+
+type mReq struct {
+	req     *Request
+	node    int32
+	conn    int
+	pending []mTicket
+}
+
+type winKey struct {
+	node  int32
+	topic string
+}
+
+// stats shows what the runs explored, so a model that never reaches deep
+// states is noticed.
+type stats struct {
+	admitted, maxInFlight, stale, drained, capRefused int
+}
+
+func (s *stats) add(o stats) {
+	s.admitted += o.admitted
+	s.maxInFlight = max(s.maxInFlight, o.maxInFlight)
+	s.stale += o.stale
+	s.drained += o.drained
+	s.capRefused += o.capRefused
+}
+
+type world struct {
+	st           stats
+	failPerMille int // per ticket, for each of the two kinds of failure
+	calm         bool
+	o            modelOpts
+	l            *Limiter
+	rng          *rand.Rand
+	maxReqs      int
+	maxWindow    int
+	nodes        []int32
+	old          map[int32]bool
+	win          map[winKey]int32 // window the broker announces
+	parts        []*mPart
+	byPart       map[*Partition]*mPart
+	reqs         []*mReq
+	free         []*Request // finished Requests, reused
+	nodeReqs     map[int32]int
+	nodeConn     map[int32]int
+	skipped      bool
+	v            *violation
+	step         int
+}
+
+var windowChoices = []int32{5, 5, 20, 20, 8, 100, 3, 1, 0, -2}
+
+func (w *world) fail(kind, format string, args ...any) {
+	if w.v == nil {
+		w.v = &violation{kind: kind, msg: fmt.Sprintf("step %d: ", w.step) + fmt.Sprintf(format, args...)}
+	}
+}
+
+func newWorld(o modelOpts, l *Limiter, maxReqs, maxWindow, worker int) *world {
+	w := &world{
+		o: o, l: l, maxReqs: maxReqs, maxWindow: maxWindow,
+		rng:      rand.New(rand.NewPCG(o.seed, uint64(worker))),
+		old:      map[int32]bool{},
+		win:      map[winKey]int32{},
+		byPart:   map[*Partition]*mPart{},
+		nodeReqs: map[int32]int{},
+		nodeConn: map[int32]int{},
+	}
+	w.failPerMille = []int{2, 10, 50, 150}[w.rng.IntN(4)]
+	w.calm = w.rng.IntN(2) == 0
+	for i := range 3 {
+		id := int32(worker*10 + i)
+		w.nodes = append(w.nodes, id)
+		w.old[id] = w.rng.IntN(4) == 0
+	}
+	topics := []string{fmt.Sprintf("w%d-a", worker), fmt.Sprintf("w%d-b", worker)}
+	for _, n := range w.nodes {
+		for _, t := range topics {
+			w.win[winKey{n, t}] = windowChoices[w.rng.IntN(len(windowChoices))]
+		}
+	}
+	for _, t := range topics {
+		for i := range 3 {
+			mp := &mPart{p: l.Partition(t, int32(i)), leader: -1, epoch: -1, window: DefaultWindow, gated: true}
+			w.parts = append(w.parts, mp)
+			w.byPart[mp.p] = mp
+			w.setLeader(mp, w.nodes[w.rng.IntN(len(w.nodes))], 0)
+		}
+	}
+	return w
+}
+
+func (w *world) limit(mp *mPart) int {
+	if w.maxWindow > 0 && mp.window > w.maxWindow {
+		return w.maxWindow
+	}
+	return mp.window
+}
+
+func (w *world) may(mp *mPart) bool {
+	if mp.leader < 0 || mp.draining {
+		return false
+	}
+	if mp.gated {
+		return mp.inflight < 1
+	}
+	return mp.inflight < w.limit(mp)
+}
+
+func (w *world) reset(mp *mPart) {
+	mp.gen++
+	mp.window = DefaultWindow
+	mp.gated = true
+}
+
+func (w *world) setLeader(mp *mPart, leader, epoch int32) {
+	changed := mp.leader != leader || mp.epoch != epoch
+	if got := w.l.SetLeader(mp.p, leader, epoch); got != changed {
+		w.fail(vAPI, "SetLeader returned %v, want %v", got, changed)
+	}
+	if changed {
+		mp.leader, mp.epoch = leader, epoch
+		w.reset(mp)
+	}
+}
+
+func (w *world) run() *violation {
+	for w.step = 0; w.step < w.o.steps && w.v == nil; w.step++ {
+		w.doStep()
+		w.check()
+	}
+	if w.v == nil {
+		w.drain()
+	}
+	return w.v
+}
+
+func (w *world) doStep() {
+	r := w.rng.IntN(100)
+	// Calm worlds rarely disrupt and complete slower than they send, so
+	// partitions reach deep in-flight counts under learned windows.
+	if w.calm && r >= 60 && w.rng.IntN(10) != 0 {
+		r = 0
+	}
+	switch {
+	case r < 40:
+		w.reserve()
+	case r < 60:
+		w.completeOne()
+	case r < 75:
+		if len(w.reqs) > 0 {
+			w.completeReq(w.rng.IntN(len(w.reqs)))
+		}
+	case r < 81:
+		mp := w.parts[w.rng.IntN(len(w.parts))]
+		leader, epoch := mp.leader, mp.epoch
+		switch w.rng.IntN(10) {
+		case 0:
+			leader = -1
+		case 1, 2, 3, 4:
+			leader = w.nodes[w.rng.IntN(len(w.nodes))]
+			epoch++
+		case 5, 6:
+			epoch++
+		}
+		if leader < 0 && mp.leader < 0 {
+			leader = w.nodes[0]
+		}
+		w.setLeader(mp, leader, epoch)
+	case r < 84:
+		n := w.nodes[w.rng.IntN(len(w.nodes))]
+		w.l.NewConnection(n)
+		w.nodeConn[n]++
+		w.nodeReqs[n] = 0
+		for _, mp := range w.parts {
+			if mp.leader == n {
+				w.reset(mp)
+			}
+		}
+	case r < 92:
+		n := w.nodes[w.rng.IntN(len(w.nodes))]
+		t := w.parts[w.rng.IntN(len(w.parts))].p.Topic()
+		w.win[winKey{n, t}] = windowChoices[w.rng.IntN(len(windowChoices))]
+	case r < 94:
+		if w.o.resetAll {
+			w.l.ResetAll()
+			for _, mp := range w.parts {
+				w.reset(mp)
+			}
+		}
+	}
+}
+
+func (w *world) reserve() {
+	n := w.nodes[w.rng.IntN(len(w.nodes))]
+	var cands []*Partition
+	for _, mp := range w.parts {
+		if mp.leader == n && w.rng.IntN(10) < 8 {
+			cands = append(cands, mp.p)
+		}
+	}
+	if w.rng.IntN(5) == 0 { // a partition led elsewhere
+		cands = append(cands, w.parts[w.rng.IntN(len(w.parts))].p)
+	}
+	if len(cands) > 0 && w.rng.IntN(10) == 0 { // listed twice
+		cands = append(cands, cands[w.rng.IntN(len(cands))])
+	}
+	w.rng.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
+
+	var req *Request
+	if k := len(w.free); k > 0 && w.rng.IntN(2) == 0 {
+		req, w.free = w.free[k-1], w.free[:k-1]
+	} else {
+		req = new(Request)
+	}
+	atCap := w.nodeReqs[n] >= w.maxReqs
+	if atCap {
+		w.st.capRefused++
+	}
+	ok := w.l.Reserve(w.l.Node(n), cands, req)
+	if !ok {
+		if len(req.Tickets) != 0 {
+			w.fail(vAPI, "refused Reserve left %d tickets", len(req.Tickets))
+		}
+		w.free = append(w.free, req)
+	} else if atCap {
+		w.fail(vNodeCap, "node %d admitted request %d with cap %d", n, w.nodeReqs[n]+1, w.maxReqs)
+	}
+	admitted := map[*mPart]bool{}
+	mr := &mReq{req: req, node: n, conn: w.nodeConn[n]}
+	for _, tk := range req.Tickets {
+		mp := w.byPart[tk.Partition]
+		switch {
+		case admitted[mp]:
+			w.fail(vDuplicate, "%s-%d twice in one request", mp.p.Topic(), mp.p.ID())
+		case mp.leader != n:
+			w.fail(vLeader, "%s-%d admitted to node %d, leader is %d", mp.p.Topic(), mp.p.ID(), n, mp.leader)
+		case mp.draining:
+			w.fail(vDraining, "%s-%d admitted while draining (%d in flight)", mp.p.Topic(), mp.p.ID(), mp.inflight)
+		case mp.gated && mp.inflight >= 1:
+			w.fail(vGate, "%s-%d admitted batch %d with the gate armed", mp.p.Topic(), mp.p.ID(), mp.inflight+1)
+		case mp.inflight >= w.limit(mp):
+			w.fail(vPartitionLimit, "%s-%d admitted batch %d over limit %d", mp.p.Topic(), mp.p.ID(), mp.inflight+1, w.limit(mp))
+		}
+		admitted[mp] = true
+		mp.inflight++
+		w.st.admitted++
+		w.st.maxInFlight = max(w.st.maxInFlight, mp.inflight)
+		mr.pending = append(mr.pending, mTicket{t: tk, mp: mp, gen: mp.gen})
+	}
+	if w.o.strict && !atCap {
+		for _, p := range cands {
+			mp := w.byPart[p]
+			if mp.leader == n && !admitted[mp] && w.may(mp) {
+				w.fail(vCompleteness, "%s-%d may send but was refused", p.Topic(), p.ID())
+			}
+		}
+	}
+	if ok {
+		w.nodeReqs[n]++
+		w.reqs = append(w.reqs, mr)
+	}
+}
+
+// completeOne completes one pending ticket of a random request, finishing
+// the request when it was its last.
+func (w *world) completeOne() {
+	if len(w.reqs) == 0 {
+		return
+	}
+	i := w.rng.IntN(len(w.reqs))
+	mr := w.reqs[i]
+	j := w.rng.IntN(len(mr.pending))
+	w.complete(mr, mr.pending[j])
+	mr.pending = append(mr.pending[:j], mr.pending[j+1:]...)
+	if len(mr.pending) == 0 {
+		w.finish(i)
+	}
+}
+
+func (w *world) completeReq(i int) {
+	mr := w.reqs[i]
+	w.rng.Shuffle(len(mr.pending), func(a, b int) { mr.pending[a], mr.pending[b] = mr.pending[b], mr.pending[a] })
+	for _, mt := range mr.pending {
+		w.complete(mr, mt)
+	}
+	mr.pending = nil
+	w.finish(i)
+}
+
+func (w *world) finish(i int) {
+	mr := w.reqs[i]
+	w.reqs = append(w.reqs[:i], w.reqs[i+1:]...)
+	if w.o.skipOneFinish && !w.skipped {
+		w.skipped = true
+		return // leaked on purpose
+	}
+	w.l.Finish(mr.req)
+	if mr.conn == w.nodeConn[mr.node] {
+		w.nodeReqs[mr.node]--
+	}
+	w.free = append(w.free, mr.req)
+}
+
+func (w *world) complete(mr *mReq, mt mTicket) {
+	var o Outcome
+	bw := w.win[winKey{mr.node, mt.mp.p.Topic()}]
+	switch r := w.rng.IntN(1000); {
+	case r >= 2*w.failPerMille:
+		o = Outcome{Acked: true, Window: bw, WindowPresent: !w.old[mr.node]}
+	case r >= w.failPerMille: // an error response, e.g. NOT_LEADER_OR_FOLLOWER
+		o = Outcome{Window: bw, WindowPresent: !w.old[mr.node]}
+	} // else no response: timeout or lost connection
+	w.l.Complete(mt.t, o)
+
+	mp := mt.mp
+	mp.inflight--
+	if mt.gen != mp.gen {
+		w.st.stale++
+	}
+	if mt.gen == mp.gen {
+		if o.Acked || o.WindowPresent {
+			mp.window = DefaultWindow
+			if o.WindowPresent && o.Window > 0 {
+				mp.window = int(o.Window)
+			}
+		}
+		if o.Acked {
+			mp.gated = false
+		}
+	}
+	if !o.Acked {
+		mp.draining = true
+	}
+	if mp.draining && mp.inflight == 0 {
+		w.st.drained++
+		mp.draining = false
+		mp.gated = true
+	}
+}
+
+// check compares counts after every step (release), and in strict mode
+// every observer.
+func (w *world) check() {
+	for _, mp := range w.parts {
+		if got := w.l.InFlight(mp.p); got != mp.inflight {
+			w.fail(vRelease, "InFlight(%s-%d) = %d, model %d", mp.p.Topic(), mp.p.ID(), got, mp.inflight)
+		}
+		if !w.o.strict {
+			continue
+		}
+		if got := w.l.Limit(mp.p); got != w.limit(mp) {
+			w.fail(vObserver, "Limit(%s-%d) = %d, model %d", mp.p.Topic(), mp.p.ID(), got, w.limit(mp))
+		}
+		if got := w.l.Gated(mp.p); got != mp.gated {
+			w.fail(vObserver, "Gated(%s-%d) = %v, model %v", mp.p.Topic(), mp.p.ID(), got, mp.gated)
+		}
+		if got := w.l.Draining(mp.p); got != mp.draining {
+			w.fail(vObserver, "Draining(%s-%d) = %v, model %v", mp.p.Topic(), mp.p.ID(), got, mp.draining)
+		}
+		if got := w.l.MayReserve(mp.p); got != w.may(mp) {
+			w.fail(vObserver, "MayReserve(%s-%d) = %v, model %v", mp.p.Topic(), mp.p.ID(), got, w.may(mp))
+		}
+	}
+	for _, n := range w.nodes {
+		if got := w.l.NodeInFlight(w.l.Node(n)); got != w.nodeReqs[n] {
+			w.fail(vRelease, "NodeInFlight(%d) = %d, model %d", n, got, w.nodeReqs[n])
+		}
+	}
+}
+
+// drain completes and finishes everything, then checks that every count is
+// back to 0: each reservation was released exactly once.
+func (w *world) drain() {
+	for len(w.reqs) > 0 {
+		w.completeReq(len(w.reqs) - 1)
+	}
+	// Connections that were replaced hold no slots; a fresh connection to
+	// every node shows a leak on the old ones too.
+	for _, n := range w.nodes {
+		if got := w.l.NodeInFlight(w.l.Node(n)); got != 0 {
+			w.fail(vRelease, "NodeInFlight(%d) = %d after draining", n, got)
+		}
+		if node := w.l.Node(n); w.staleReqs(node) != 0 {
+			w.fail(vRelease, "node %d holds %d requests of old connections after draining", n, w.staleReqs(node))
+		}
+	}
+	for _, mp := range w.parts {
+		if got := w.l.InFlight(mp.p); got != 0 {
+			w.fail(vRelease, "InFlight(%s-%d) = %d after draining", mp.p.Topic(), mp.p.ID(), got)
+		}
+	}
+}
+
+func (w *world) staleReqs(n *Node) int {
+	w.l.mu.Lock()
+	defer w.l.mu.Unlock()
+	return n.stale
+}
+
+// runModel runs one seed: o.workers goroutines on one Limiter. It returns
+// the first violation found, if any.
+func runModel(o modelOpts, st *stats) *violation {
+	rng := rand.New(rand.NewPCG(o.seed, 99))
+	maxReqs := []int{1, 2, 5, 20, 50}[rng.IntN(5)]
+	maxWindow := []int{0, 0, 0, 3, 10}[rng.IntN(5)]
+	l, err := New(Config{MaxRequestsPerConn: maxReqs, MaxWindow: maxWindow, OnInvalidWindow: func(string, int32, int32) {}})
+	if err != nil {
+		panic(err)
+	}
+	if o.breakIt != nil {
+		o.breakIt(l)
+	}
+	worlds := make([]*world, o.workers)
+	for i := range worlds {
+		worlds[i] = newWorld(o, l, maxReqs, maxWindow, i)
+	}
+	vs := make([]*violation, o.workers)
+	var wg sync.WaitGroup
+	for i, w := range worlds {
+		wg.Go(func() { vs[i] = w.run() })
+	}
+	wg.Wait()
+	if st != nil {
+		for _, w := range worlds {
+			st.add(w.st)
+		}
+	}
+	for _, v := range vs {
+		if v != nil {
+			return v
+		}
+	}
+	return nil
+}
+
+// long reports whether the long variants were asked for (LONGHAUL_LONG=1).
+func long() bool { return os.Getenv("LONGHAUL_LONG") == "1" }
+
+func TestModelRandom(t *testing.T) {
+	seeds, steps := 150, 3000
+	if long() {
+		seeds, steps = 3000, 20000
+	}
+	for _, workers := range []int{1, 4} {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			n := seeds
+			if workers > 1 {
+				n = seeds / 5
+			}
+			var st stats
+			for seed := range uint64(n) {
+				o := modelOpts{seed: seed, workers: workers, steps: steps, strict: true, resetAll: workers == 1}
+				if v := runModel(o, &st); v != nil {
+					t.Fatalf("seed %d: %v", seed, v)
+				}
+			}
+			t.Logf("%d seeds x %d workers x %d steps: %+v", n, workers, steps, st)
+			// The runs must reach the states the checks are about.
+			if st.maxInFlight < 20 || st.stale == 0 || st.drained == 0 || st.capRefused == 0 {
+				t.Fatalf("model explored too little: %+v", st)
+			}
+		})
+	}
+}
+
+// TestModelNegativeControls shows the model's checks catch each broken
+// variant: the same runs, against a Limiter with one rule switched off, must
+// report a violation of the matching kind within a few seeds.
+func TestModelNegativeControls(t *testing.T) {
+	cases := []struct {
+		name string
+		opts modelOpts
+		want string // "" = any safety kind
+	}{
+		{"ignore partition limit", modelOpts{breakIt: func(l *Limiter) { l.ignorePartitionLimit = true }}, vPartitionLimit},
+		{"ignore gate", modelOpts{breakIt: func(l *Limiter) { l.ignoreGate = true }}, vGate},
+		{"ignore draining", modelOpts{breakIt: func(l *Limiter) { l.ignoreDraining = true }}, vDraining},
+		{"ignore node cap", modelOpts{breakIt: func(l *Limiter) { l.ignoreNodeCap = true }}, vNodeCap},
+		{"trust stale completions", modelOpts{breakIt: func(l *Limiter) { l.trustStale = true }}, vGate},
+		{"UnsafeSetFixedWindow(20)", modelOpts{breakIt: func(l *Limiter) { l.UnsafeSetFixedWindow(20) }}, ""},
+		{"driver leaks one Finish", modelOpts{skipOneFinish: true}, vRelease},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for seed := range uint64(50) {
+				o := c.opts
+				o.seed, o.workers, o.steps, o.resetAll = seed, 1, 3000, true
+				v := runModel(o, nil)
+				if v == nil {
+					continue
+				}
+				if c.want == "" && !safetyKinds[v.kind] || c.want != "" && v.kind != c.want {
+					t.Fatalf("seed %d: got %v, want a %q violation", seed, v, c.want)
+				}
+				t.Logf("caught at seed %d: %v", seed, v)
+				return
+			}
+			t.Fatal("the checker never caught the broken limiter")
+		})
+	}
+}
