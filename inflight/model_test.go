@@ -567,3 +567,17 @@ func TestModelNegativeControls(t *testing.T) {
 		})
 	}
 }
+
+// FuzzModel runs the strict model from fuzzer-chosen seeds and sizes:
+// go test -run XXX -fuzz FuzzModel -fuzztime=60s ./inflight
+func FuzzModel(f *testing.F) {
+	f.Add(uint64(1), uint8(1), uint16(500))
+	f.Add(uint64(42), uint8(3), uint16(2000))
+	f.Fuzz(func(t *testing.T, seed uint64, workers uint8, steps uint16) {
+		w := int(workers%4) + 1
+		o := modelOpts{seed: seed, workers: w, steps: int(steps % 4000), strict: true, resetAll: w == 1}
+		if v := runModel(o, nil); v != nil {
+			t.Fatalf("seed %d workers %d steps %d: %v", seed, w, o.steps, v)
+		}
+	})
+}
