@@ -61,7 +61,7 @@ var dedupCases = []dedupCase{
 	{name: "new epoch at 0 appends", window: 5, history: seqs(0, 10), probe: s1(1, 0), want: verdictAppend},
 	{name: "new epoch not at 0 is out of order", window: 5, history: seqs(0, 10), probe: s1(1, 10), want: verdictOutOfOrder},
 	{name: "new epoch forgets old batches", window: 5, history: append(seqs(0, 3), s1(1, 0)), probe: s1(1, 1), want: verdictAppend},
-	{name: "sequence wraps to 0", window: 5, history: []seqBatch{s1(0, math.MaxInt32 - 1), s1(0, math.MaxInt32)}, probe: s1(0, 0), want: verdictAppend},
+	{name: "sequence wraps to 0", window: 5, history: []seqBatch{s1(0, math.MaxInt32-1), s1(0, math.MaxInt32)}, probe: s1(0, 0), want: verdictAppend},
 	{name: "batch spanning the wrap", window: 5, history: []seqBatch{{0, math.MaxInt32 - 1, 0}}, probe: s1(0, 1), want: verdictAppend},
 	{name: "after wrap 1 is a gap", window: 5, history: []seqBatch{s1(0, math.MaxInt32)}, probe: s1(0, 1), want: verdictOutOfOrder},
 	{name: "duplicate across the wrap", window: 5, history: []seqBatch{{0, math.MaxInt32 - 1, 0}, s1(0, 1)}, probe: seqBatch{0, math.MaxInt32 - 1, 0}, want: verdictDuplicate, wantOff: 0},

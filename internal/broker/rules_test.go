@@ -16,9 +16,9 @@ import (
 type step struct {
 	epoch    int16
 	seq      int32
-	n        int    // records; 0 = 1
-	code     int16  // expected error code
-	dupOf    int    // >0: expect a duplicate answering the base offset of the dupOf-th produce (1-based)
+	n        int   // records; 0 = 1
+	code     int16 // expected error code
+	dupOf    int   // >0: expect a duplicate answering the base offset of the dupOf-th produce (1-based)
 	control  func(*Cluster)
 	version  int16 // 0 = 14
 	noRetain bool  // expect no ProducerStateBatchesToRetain
