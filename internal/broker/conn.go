@@ -170,7 +170,6 @@ func (cc *conn) writeLoop() {
 		delete(cc.n.conns, cc)
 		c.mu.Unlock()
 	}()
-	w := bufio.NewWriterSize(cc.nc, 64<<10)
 	var buf []byte
 	for {
 		p := cc.pop()
@@ -184,7 +183,6 @@ func (cc *conn) writeLoop() {
 		switch {
 		case p.close:
 			c.release(p)
-			w.Flush()
 			return
 		case p.drop || p.resp == nil:
 			c.release(p)
@@ -195,23 +193,14 @@ func (cc *conn) writeLoop() {
 			c.release(p)
 			return
 		}
-		_, err := w.Write(buf)
-		if err == nil && cc.queueEmpty() {
-			err = w.Flush()
-		}
+		// Release before writing: once the bytes are out the client may
+		// send its next request, which must not be counted alongside
+		// this one (the client no longer has it in flight).
 		c.release(p)
-		if err != nil {
+		if _, err := cc.nc.Write(buf); err != nil {
 			return
 		}
 	}
-}
-
-// queueEmpty reports whether no response waits to be written, so the
-// writer flushes before sleeping.
-func (cc *conn) queueEmpty() bool {
-	cc.qmu.Lock()
-	defer cc.qmu.Unlock()
-	return len(cc.q) == 0
 }
 
 // readLoop reads, decodes and handles requests until the connection closes

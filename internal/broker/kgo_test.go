@@ -3,53 +3,134 @@ package broker
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// TestKgoProduceIdempotent produces with franz-go's kgo (idempotent, the
-// default) and checks every record is in the log exactly once, in order,
-// and that kgo never tripped OUT_OF_ORDER_SEQUENCE_NUMBER.
-func TestKgoProduceIdempotent(t *testing.T) {
-	c, err := Start(Config{Nodes: 3, Topics: []TopicConfig{{Name: "t", Partitions: 3, Window: 20}}})
-	if err != nil {
-		t.Fatal(err)
+// exactlyOnceInOrder returns what is wrong with a partition log that should
+// hold exactly the values want, in order, at offsets 0.., "" if nothing.
+func exactlyOnceInOrder(recs []LogRecord, want []string) string {
+	if len(recs) != len(want) {
+		return fmt.Sprintf("%d records, want %d", len(recs), len(want))
 	}
-	defer c.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addr()), kgo.DefaultProduceTopic("t"),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
-	if err != nil {
-		t.Fatal(err)
+	for i, r := range recs {
+		if r.Offset != int64(i) {
+			return fmt.Sprintf("record %d at offset %d", i, r.Offset)
+		}
+		if string(r.Value) != want[i] {
+			return fmt.Sprintf("record %d is %q, want %q", i, r.Value, want[i])
+		}
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	return ""
+}
+
+// TestExactlyOnceCheckNegativeControl shows the log check catches a
+// duplicate, a loss and a reorder.
+func TestExactlyOnceCheckNegativeControl(t *testing.T) {
+	want := []string{"a", "b", "c"}
+	log := func(vals ...string) []LogRecord {
+		out := make([]LogRecord, len(vals))
+		for i, v := range vals {
+			out[i] = LogRecord{Offset: int64(i), Value: []byte(v)}
+		}
+		return out
+	}
+	if msg := exactlyOnceInOrder(log("a", "b", "c"), want); msg != "" {
+		t.Fatalf("good log rejected: %s", msg)
+	}
+	for name, bad := range map[string][]LogRecord{
+		"duplicate": log("a", "b", "b", "c"),
+		"loss":      log("a", "c"),
+		"reorder":   log("a", "c", "b"),
+	} {
+		if exactlyOnceInOrder(bad, want) == "" {
+			t.Errorf("%s not caught", name)
+		}
+	}
+}
+
+// TestKgoProduceConsume produces with franz-go's kgo (idempotent, which kgo
+// allows with one request in flight per broker; small batches and an
+// emulated RTT, so requests carry many batches) and consumes back with kgo: every record is in the
+// log exactly once and in order, kgo never tripped
+// OUT_OF_ORDER_SEQUENCE_NUMBER, and the consumer reads the same values.
+// kgo is an independent client, so this checks our wire format.
+func TestKgoProduceConsume(t *testing.T) {
+	const parts, perPart = 3, 400
+	c := startCluster(t, Config{Nodes: 3, RTT: 5 * time.Millisecond, Topics: []TopicConfig{{Name: "t", Partitions: parts, Window: 20}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	const n = 300
-	for i := range n {
-		r := &kgo.Record{Partition: int32(i % 3), Value: fmt.Appendf(nil, "v%d", i)}
-		cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+
+	pr, err := kgo.NewClient(kgo.SeedBrokers(c.Addr()), kgo.DefaultProduceTopic("t"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0),
+		kgo.ProducerBatchMaxBytes(512))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	want := make([][]string, parts)
+	for i := range parts * perPart {
+		p := int32(i % parts)
+		v := fmt.Sprintf("value-%05d-%s", i, strings.Repeat("x", 40))
+		want[p] = append(want[p], v)
+		pr.Produce(ctx, &kgo.Record{Partition: p, Value: []byte(v)}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				t.Errorf("produce: %v", err)
 			}
 		})
 	}
-	if err := cl.Flush(ctx); err != nil {
+	if err := pr.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for p := range int32(3) {
-		recs := c.Records("t", p)
-		if len(recs) != n/3 {
-			t.Fatalf("partition %d: %d records, want %d", p, len(recs), n/3)
+	for p := range int32(parts) {
+		if msg := exactlyOnceInOrder(c.Records("t", p), want[p]); msg != "" {
+			t.Fatalf("partition %d: %s", p, msg)
 		}
-		for i, r := range recs {
-			if want := fmt.Sprintf("v%d", i*3+int(p)); string(r.Value) != want || r.Offset != int64(i) || r.Sequence != int32(i) {
-				t.Fatalf("partition %d record %d: offset %d seq %d value %q, want %q", p, i, r.Offset, r.Sequence, r.Value, want)
+		st := c.PartitionStats("t", p)
+		if st.OutOfOrder != 0 || st.InvalidEpoch != 0 {
+			t.Fatalf("partition %d: kgo tripped the broker: %+v", p, st)
+		}
+		// kgo keeps at most 5 requests in flight per broker, one batch
+		// per partition each: more would mean we count a batch after
+		// the client already has its response.
+		if st.MaxInFlight > 5 {
+			t.Fatalf("partition %d: MaxInFlight %d above kgo's 5", p, st.MaxInFlight)
+		}
+		t.Logf("partition %d: %+v", p, st)
+	}
+
+	offsets := map[int32]kgo.Offset{}
+	for p := range int32(parts) {
+		offsets[p] = kgo.NewOffset().AtStart()
+	}
+	co, err := kgo.NewClient(kgo.SeedBrokers(c.Addr()), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"t": offsets}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer co.Close()
+	got := make([][]string, parts)
+	for n := 0; n < parts*perPart; {
+		fs := co.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d of %d: %v", n, parts*perPart, err)
+		}
+		fs.EachError(func(topic string, p int32, err error) { t.Fatalf("fetch %s[%d]: %v", topic, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset != int64(len(got[r.Partition])) {
+				t.Fatalf("partition %d: consumed offset %d, want %d", r.Partition, r.Offset, len(got[r.Partition]))
 			}
-		}
-		if st := c.PartitionStats("t", p); st.OutOfOrder != 0 || st.Duplicates != 0 {
-			t.Fatalf("partition %d stats %+v", p, st)
+			got[r.Partition] = append(got[r.Partition], string(r.Value))
+			n++
+		})
+	}
+	for p := range parts {
+		for i := range want[p] {
+			if got[p][i] != want[p][i] {
+				t.Fatalf("partition %d offset %d: consumed %q, want %q", p, i, got[p][i], want[p][i])
+			}
 		}
 	}
 }
