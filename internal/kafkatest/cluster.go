@@ -1,0 +1,399 @@
+package kafkatest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/longhaul-kafka/longhaul/internal/linkproxy"
+)
+
+// startTimeout bounds formatting plus startup of all nodes, once the jars
+// are cached. A node takes 3-10 s on an idle 2-core machine.
+const startTimeout = 3 * time.Minute
+
+// jarTimeout bounds the first Maven resolution.
+const jarTimeout = 10 * time.Minute
+
+// Options configures [Start]. The zero value is a single node with the
+// harness defaults and built-in proxies.
+type Options struct {
+	// Nodes is the number of JVMs, each broker and controller, all voters
+	// of one KRaft quorum. 0 means 1; at most 5. Three nodes use about
+	// 3x(Heap + ~250 MiB) of memory.
+	Nodes int
+	// BrokerConfig is added to every node's server.properties after the
+	// harness defaults, overriding them (for example
+	// "producer.id.expiration.ms").
+	BrokerConfig map[string]string
+	// Advertise, if set, returns the advertised host:port of node i's
+	// PROXIED listener, for a proxy the test runs itself in front of
+	// [Cluster.ProxiedListener](i). The built-in proxies are then not
+	// created and [Cluster.Proxy] returns nil. The test must listen on that
+	// address before clients use [Cluster.ProxiedBootstrap].
+	Advertise func(node int) string
+	// HeapMB is each broker's JVM heap (-Xms and -Xmx) in MiB; default 512.
+	HeapMB int
+}
+
+// Cluster is a running Kafka cluster started by [Start]. Node i has broker
+// and controller id i. It is stopped by t.Cleanup; [Cluster.Stop] stops it
+// earlier. Methods are safe for concurrent use.
+type Cluster struct {
+	nodes     []*node
+	dir       string
+	classpath string
+	clusterID string
+	toolLog   string
+	stopOnce  sync.Once
+}
+
+// required reports whether missing tools must fail rather than skip.
+func required() bool { return os.Getenv("LONGHAUL_REQUIRE_KAFKA") == "1" }
+
+// Start provisions and starts a Kafka cluster for the test, waiting until
+// every broker answers ApiVersions and all are registered with the quorum.
+// Everything is stopped and deleted in t.Cleanup; when the test failed, the
+// tail of each broker's log is logged first.
+//
+// Without java or mvn on PATH it skips the test (message: install Java 17+
+// and Maven, or run scripts/install-kafka-deps.sh), except with
+// LONGHAUL_REQUIRE_KAFKA=1, where it fails. Any other start failure fails
+// the test. A port lost to another process between picking and binding is
+// retried with new ports, twice.
+func Start(t testing.TB, o Options) *Cluster {
+	t.Helper()
+	if o.Nodes == 0 {
+		o.Nodes = 1
+	}
+	if o.Nodes < 1 || o.Nodes > 5 {
+		t.Fatalf("kafkatest: Options.Nodes = %d, want 1..5", o.Nodes)
+	}
+	if o.HeapMB == 0 {
+		o.HeapMB = 512
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), jarTimeout)
+	libs, err := EnsureJars(ctx, CacheDir(), t.Logf)
+	cancel()
+	if err != nil {
+		if errors.Is(err, ErrMissingTools) && !required() {
+			t.Skipf("%v (LONGHAUL_REQUIRE_KAFKA=1 makes this a failure)", err)
+		}
+		t.Fatalf("kafkatest: %v", err)
+	}
+	classpath := filepath.Join(libs, "*")
+	for attempt := 1; ; attempt++ {
+		began := time.Now()
+		c, err := start(t, o, classpath)
+		if err == nil {
+			t.Logf("kafkatest: %d-node Kafka %s up in %v, bootstrap %s", o.Nodes, Version, time.Since(began).Round(time.Millisecond), c.Bootstrap())
+			return c
+		}
+		if errors.Is(err, errPortTaken) && attempt < 3 {
+			t.Logf("kafkatest: %v; retrying with new ports", err)
+			continue
+		}
+		t.Fatalf("kafkatest: start: %v", err)
+	}
+}
+
+func start(t testing.TB, o Options, classpath string) (*Cluster, error) {
+	c := &Cluster{dir: t.TempDir(), classpath: classpath}
+	// Registered first, so every exit path stops what was started (JVMs
+	// and proxies); c.nodes is read when the cleanup runs.
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range c.nodes {
+				t.Logf("%s", n.logTail(40))
+			}
+		}
+		c.Stop()
+	})
+	var err error
+	if c.clusterID, err = newClusterID(); err != nil {
+		return nil, err
+	}
+	c.toolLog = filepath.Join(c.dir, "tools-log4j2.properties")
+	if err := os.WriteFile(c.toolLog, []byte(toolLog4j2Properties), 0o644); err != nil {
+		return nil, err
+	}
+
+	// Reserve every port by listening on it, so no two of ours collide;
+	// they are released just before the JVMs bind them. Proxy listeners
+	// are kept and handed to the proxies.
+	var reserved []net.Listener
+	release := func() {
+		for _, l := range reserved {
+			l.Close()
+		}
+		reserved = nil
+	}
+	defer release()
+	reserve := func() (string, error) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", err
+		}
+		reserved = append(reserved, l)
+		return l.Addr().String(), nil
+	}
+	for i := range o.Nodes {
+		n := &node{id: int32(i), dir: filepath.Join(c.dir, fmt.Sprintf("node%d", i))}
+		for _, a := range []*string{&n.directAddr, &n.proxiedListen, &n.controllerAddr} {
+			if *a, err = reserve(); err != nil {
+				return nil, err
+			}
+		}
+		if o.Advertise != nil {
+			n.advertised = o.Advertise(i)
+		} else {
+			pl, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return nil, err
+			}
+			n.proxy = linkproxy.Serve(pl, n.proxiedListen)
+			n.advertised = n.proxy.Addr()
+		}
+		c.nodes = append(c.nodes, n)
+	}
+
+	for _, n := range c.nodes {
+		if err := os.MkdirAll(n.dataDir(), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(n.propsPath(), []byte(serverProperties(c, n, o.BrokerConfig)), 0o644); err != nil {
+			return nil, err
+		}
+		log4j := filepath.Join(n.dir, "log4j2.properties")
+		if err := os.WriteFile(log4j, []byte(log4j2Properties(n.logPath())), 0o644); err != nil {
+			return nil, err
+		}
+		n.jvmArgs = brokerJVMArgs(o.HeapMB, classpath, n.dir, log4j)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	var g errgroup.Group
+	for _, n := range c.nodes {
+		g.Go(func() error { return n.format(ctx, classpath, c.clusterID, c.toolLog) })
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	release()
+	for _, n := range c.nodes {
+		if err := n.start(); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	g = errgroup.Group{}
+	for _, n := range c.nodes {
+		g.Go(func() error { return n.waitReady(ctx) })
+	}
+	if err := g.Wait(); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	if err := c.waitRegistered(ctx, nil); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// waitRegistered waits until every running node's metadata lists all
+// running brokers (those not in down), so that topics can be created with
+// any replication factor up to the node count.
+func (c *Cluster) waitRegistered(ctx context.Context, down map[int32]bool) error {
+	want := len(c.nodes) - len(down)
+	for _, n := range c.nodes {
+		if down[n.id] {
+			continue
+		}
+		var last string
+		for {
+			got, err := brokerCount(ctx, n.directAddr)
+			if err == nil && got == want {
+				break
+			}
+			last = fmt.Sprintf("%d brokers, err %v", got, err)
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("kafkatest: node %d never saw %d brokers (last: %s)\n%s", n.id, want, last, n.logTail(30))
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+func brokerCount(ctx context.Context, addr string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := Dial(ctx, addr)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = 12
+	req.Topics = []kmsg.MetadataRequestTopic{} // none: brokers only
+	resp, err := conn.Request(ctx, req)
+	if err != nil {
+		return 0, err
+	}
+	return len(resp.(*kmsg.MetadataResponse).Brokers), nil
+}
+
+// newClusterID returns a random KRaft cluster id: 16 bytes, URL-safe
+// base64 without padding, not starting with '-' (the storage tool would
+// read it as a flag).
+func newClusterID() (string, error) {
+	for {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", err
+		}
+		id := base64.RawURLEncoding.EncodeToString(b[:])
+		if !strings.HasPrefix(id, "-") {
+			return id, nil
+		}
+	}
+}
+
+// Stop stops every JVM (SIGTERM, then SIGKILL after a grace period) and
+// closes the proxies. It is idempotent and also runs in t.Cleanup; the data
+// directory is removed by the test's TempDir cleanup.
+func (c *Cluster) Stop() {
+	c.stopOnce.Do(func() {
+		var wg sync.WaitGroup
+		for _, n := range c.nodes {
+			wg.Add(1)
+			go func() { defer wg.Done(); n.stop(stopGrace) }()
+		}
+		wg.Wait()
+		for _, n := range c.nodes {
+			if n.proxy != nil {
+				n.proxy.Close()
+			}
+		}
+	})
+}
+
+// Nodes returns the number of nodes; node i has id i.
+func (c *Cluster) Nodes() int { return len(c.nodes) }
+
+// Bootstrap returns the DIRECT listeners of all nodes, comma-separated
+// (the form of bootstrap.servers). Clients bootstrapped here talk to the
+// brokers without a proxy.
+func (c *Cluster) Bootstrap() string { return c.joinAddrs(func(n *node) string { return n.directAddr }) }
+
+// ProxiedBootstrap returns the advertised PROXIED addresses of all nodes,
+// comma-separated. Clients bootstrapped here reach every broker through
+// its proxy, including after metadata refreshes.
+func (c *Cluster) ProxiedBootstrap() string {
+	return c.joinAddrs(func(n *node) string { return n.advertised })
+}
+
+func (c *Cluster) joinAddrs(f func(*node) string) string {
+	s := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		s[i] = f(n)
+	}
+	return strings.Join(s, ",")
+}
+
+// DirectAddr returns node i's DIRECT listener address.
+func (c *Cluster) DirectAddr(i int) string { return c.nodes[i].directAddr }
+
+// ProxiedAddr returns node i's advertised PROXIED address: its proxy, or
+// what [Options.Advertise] returned.
+func (c *Cluster) ProxiedAddr(i int) string { return c.nodes[i].advertised }
+
+// ProxiedListener returns the real address of node i's PROXIED listener,
+// the target for a proxy run by the test with [Options.Advertise].
+func (c *Cluster) ProxiedListener(i int) string { return c.nodes[i].proxiedListen }
+
+// Proxy returns the built-in proxy in front of node i, or nil when
+// [Options.Advertise] was set. It is closed by [Cluster.Stop].
+func (c *Cluster) Proxy(i int) *linkproxy.Proxy { return c.nodes[i].proxy }
+
+// SetDelay sets the one-way delay of every built-in proxy (round trip
+// 2*oneWay); see [linkproxy.Proxy.SetDelay].
+func (c *Cluster) SetDelay(oneWay time.Duration) {
+	for _, n := range c.nodes {
+		if n.proxy != nil {
+			n.proxy.SetDelay(oneWay)
+		}
+	}
+}
+
+// CutAll closes every connection through every built-in proxy and returns
+// how many were cut.
+func (c *Cluster) CutAll() int {
+	total := 0
+	for _, n := range c.nodes {
+		if n.proxy != nil {
+			total += n.proxy.CutAll()
+		}
+	}
+	return total
+}
+
+// Classpath returns the Java classpath holding Kafka, its tools and the
+// log4j binding (a directory wildcard, as java -cp accepts).
+func (c *Cluster) Classpath() string { return c.classpath }
+
+// ClusterID returns the KRaft cluster id the storage was formatted with.
+func (c *Cluster) ClusterID() string { return c.clusterID }
+
+// LogFile returns the path of node i's broker log (log4j2, INFO).
+func (c *Cluster) LogFile(i int) string { return c.nodes[i].logPath() }
+
+// StopNode stops node i (SIGTERM, SIGKILL after a grace period) and waits
+// for it to exit, leaving its data and ports for [Cluster.RestartNode]. The
+// built-in proxy stays up; its connections to the node break.
+func (c *Cluster) StopNode(i int) { c.nodes[i].stop(stopGrace) }
+
+// KillNode kills node i at once (SIGKILL), like a crash.
+func (c *Cluster) KillNode(i int) { c.nodes[i].stop(0) }
+
+// RestartNode starts a stopped node i again with the same id, ports and
+// data, and waits until it answers and every running node lists it. It
+// fails the test on error.
+func (c *Cluster) RestartNode(t testing.TB, i int) {
+	t.Helper()
+	n := c.nodes[i]
+	if err := n.start(); err != nil {
+		t.Fatalf("kafkatest: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	if err := n.waitReady(ctx); err != nil {
+		t.Fatalf("kafkatest: restart node %d: %v", i, err)
+	}
+	down := map[int32]bool{}
+	for _, o := range c.nodes {
+		select {
+		case <-o.exitedCh():
+			down[o.id] = true
+		default:
+		}
+	}
+	if err := c.waitRegistered(ctx, down); err != nil {
+		t.Fatalf("kafkatest: restart node %d: %v", i, err)
+	}
+}
