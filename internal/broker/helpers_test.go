@@ -149,3 +149,15 @@ func produceOne(t testing.TB, c *Cluster, w *wireClient, version int16, topic st
 	t.Helper()
 	return partResp(t, w.do(produceReq(c, version, topic, part, records)))
 }
+
+// bigBatch builds a non-idempotent batch of one record with value v.
+func bigBatch(t testing.TB, v []byte) []byte {
+	t.Helper()
+	var bb protocol.BatchBuilder
+	bb.Append(1700000000000, nil, v, nil)
+	b, err := bb.Build(nil, protocol.BatchHeader{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
