@@ -28,8 +28,8 @@ import (
 
 func init() { regKey(1, 4, 16, handleFetch) }
 
-// maxFetchWait caps a fetch's MaxWait.
-const maxFetchWait = time.Second
+// maxFetchWait caps a fetch's MaxWait; a variable so fuzzing can set 0.
+var maxFetchWait = time.Second
 
 func handleFetch(c *Cluster, r *request) (kmsg.Response, error) {
 	req := r.kreq.(*kmsg.FetchRequest)

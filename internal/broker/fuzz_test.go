@@ -1,0 +1,205 @@
+package broker
+
+import (
+	"bytes"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/longhaul-kafka/longhaul/protocol"
+)
+
+// fuzzSeeds returns valid request frames (bodies, without the size) for
+// every served key at a few versions.
+func fuzzSeeds(t testing.TB, c *Cluster) [][]byte {
+	cid := "fuzz"
+	var out [][]byte
+	add := func(req kmsg.Request) {
+		f := protocol.AppendRequest(nil, req, 1, &cid)
+		out = append(out, f[4:])
+	}
+	for _, v := range []int16{3, 8, 9, 13, 14} {
+		add(produceReq(c, v, "t", 0, batch(t, 1, 0, 0, 3)))
+		add(produceReq(c, v, "t", 0, bigBatch(t, []byte("x"))))
+	}
+	for _, v := range []int16{0, 1, 4, 9, 12} {
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version = v
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr("t")
+		req.Topics = append(req.Topics, rt)
+		add(req)
+	}
+	for _, v := range []int16{0, 3, 4} {
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.Version = v
+		add(req)
+	}
+	for _, v := range []int16{4, 11, 12, 13, 16} {
+		req := kmsg.NewPtrFetchRequest()
+		req.Version = v
+		req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 10, 1, 1<<20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = "t", c.topicID("t")
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.PartitionMaxBytes = 1 << 20
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		add(req)
+	}
+	{
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.Version = 7
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp = -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		add(req)
+	}
+	{
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.Version = 4
+		add(req)
+	}
+	{
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.Version = 7
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions = "n", 2
+		cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+		cfg.Name, cfg.Value = propWindow, kmsg.StringPtr("9")
+		rt.Configs = append(rt.Configs, cfg)
+		req.Topics = append(req.Topics, rt)
+		add(req)
+	}
+	{
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		req.Version = 4
+		rr := kmsg.NewDescribeConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, "t"
+		req.Resources = append(req.Resources, rr)
+		add(req)
+	}
+	{
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		req.Version = 1
+		rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, "t"
+		cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		cfg.Name, cfg.Value = propWindow, kmsg.StringPtr("7")
+		rr.Configs = append(rr.Configs, cfg)
+		req.Resources = append(req.Resources, rr)
+		add(req)
+	}
+	return out
+}
+
+// checkAndResetLogs verifies every partition's log (contiguous offsets,
+// stored batches that parse and match the records) and then empties it, so
+// a long fuzz run does not grow without bound. It also drops topics other
+// than "t".
+func checkAndResetLogs(t testing.TB, c *Cluster) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, tp := range c.topics {
+		for _, p := range tp.parts {
+			next, ri := int64(0), 0
+			for _, b := range p.batches {
+				info, recs, err := protocol.ParseRecordBatch(b.raw, 0)
+				if err != nil {
+					t.Fatalf("%s[%d]: stored batch at %d does not parse: %v", name, p.index, b.base, err)
+				}
+				if b.base != next || info.BaseOffset != b.base || b.last != b.base+int64(info.LastOffsetDelta) {
+					t.Fatalf("%s[%d]: batch at %d (stored %d..%d), want %d", name, p.index, info.BaseOffset, b.base, b.last, next)
+				}
+				for _, r := range recs {
+					lr := p.records[ri]
+					if lr.Offset != r.Offset || !bytes.Equal(lr.Value, r.Value) {
+						t.Fatalf("%s[%d]: record %d is offset %d, batch says %d", name, p.index, ri, lr.Offset, r.Offset)
+					}
+					ri++
+				}
+				next = b.last + 1
+			}
+			if next != p.next || ri != len(p.records) {
+				t.Fatalf("%s[%d]: log end %d, records %d; batches say %d, %d", name, p.index, p.next, len(p.records), next, ri)
+			}
+			p.batches, p.records, p.next = nil, nil, 0
+			clear(p.pids)
+		}
+		if name != "t" {
+			delete(c.topics, name)
+			delete(c.topicIDs, tp.id)
+		}
+	}
+}
+
+// FuzzHandleRequest feeds random request frames to a connection's handler:
+// it must answer or ask to close, never panic, and leave the log intact.
+func FuzzHandleRequest(f *testing.F) {
+	setFetchWait(f, 0)
+	c := startCluster(f, Config{Topics: []TopicConfig{{Name: "t", Partitions: 2}}})
+	for _, s := range fuzzSeeds(f, c) {
+		f.Add(s)
+	}
+	a, b := net.Pipe()
+	f.Cleanup(func() { a.Close(); b.Close() })
+	cc := newConn(c.nodes[0], a)
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		p, err := cc.handle(frame, time.Now())
+		if err == nil {
+			if p.resp != nil {
+				_ = protocol.AppendResponse(nil, p.corr, p.resp)
+			}
+			c.release(p)
+		}
+		checkAndResetLogs(t, c)
+	})
+}
+
+// FuzzConnStream writes a random byte stream to a real connection: the
+// node must close it or answer, never panic or hang, and keep serving.
+func FuzzConnStream(f *testing.F) {
+	setFetchWait(f, 0)
+	c := startCluster(f, Config{Topics: []TopicConfig{{Name: "t", Partitions: 2}}})
+	for _, s := range fuzzSeeds(f, c) {
+		frame := append([]byte{byte(len(s) >> 24), byte(len(s) >> 16), byte(len(s) >> 8), byte(len(s))}, s...)
+		f.Add(append(frame, frame...))
+	}
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		nc, err := net.Dial("tcp", c.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		go func() {
+			nc.Write(stream)
+			nc.(*net.TCPConn).CloseWrite()
+		}()
+		// Drain until the node closes: a node that neither answers nor
+		// closes after our half-close would hang here, caught by the
+		// deadline.
+		nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var buf [4096]byte
+		for {
+			if _, err := nc.Read(buf[:]); err != nil {
+				if ne, ok := err.(net.Error); ok && ne.Timeout() {
+					t.Fatal("node neither answered nor closed")
+				}
+				break
+			}
+		}
+		checkAndResetLogs(t, c)
+	})
+}
+
+// setFetchWait sets maxFetchWait for the test: fuzzing must not wait.
+func setFetchWait(tb testing.TB, d time.Duration) {
+	old := maxFetchWait
+	maxFetchWait = d
+	tb.Cleanup(func() { maxFetchWait = old })
+}
