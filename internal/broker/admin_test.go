@@ -10,9 +10,9 @@ import (
 
 func TestStartConfigValidation(t *testing.T) {
 	for name, cfg := range map[string]Config{
-		"window below 5":       {DefaultWindow: 4},
-		"topic window below 5": {Topics: []TopicConfig{{Name: "t", Partitions: 1, Window: 3}}},
-		"no partitions":        {Topics: []TopicConfig{{Name: "t"}}},
+		"window below 5":        {DefaultWindow: 4},
+		"topic window below 5":  {Topics: []TopicConfig{{Name: "t", Partitions: 1, Window: 3}}},
+		"no partitions":         {Topics: []TopicConfig{{Name: "t"}}},
 		"old node out of range": {Nodes: 2, OldNodes: []int32{2}},
 		"negative rtt":          {RTT: -1},
 	} {
