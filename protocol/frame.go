@@ -184,6 +184,11 @@ func ResponseCorrelationID(frame []byte) (int32, error) {
 // version) and decodes the body into req.ResponseKind() at req's version.
 // Errors wrap [ErrMalformedResponse]. The response may alias frame.
 func ParseResponse(frame []byte, req kmsg.Request, correlationID int32) (kmsg.Response, error) {
+	return parseResponseAt(frame, req.Key(), req.GetVersion(), correlationID)
+}
+
+// parseResponseAt decodes a response frame for a request of key at version.
+func parseResponseAt(frame []byte, key, version int16, correlationID int32) (kmsg.Response, error) {
 	id, err := ResponseCorrelationID(frame)
 	if err != nil {
 		return nil, err
@@ -191,14 +196,17 @@ func ParseResponse(frame []byte, req kmsg.Request, correlationID int32) (kmsg.Re
 	if id != correlationID {
 		return nil, fmt.Errorf("%w: correlation id %d, want %d", ErrMalformedResponse, id, correlationID)
 	}
+	resp := kmsg.ResponseForKey(key)
+	if resp == nil {
+		return nil, fmt.Errorf("%w: unknown api key %d", ErrMalformedResponse, key)
+	}
+	resp.SetVersion(version)
 	r := kbin.Reader{Src: frame[4:]}
-	if responseHeaderFlexible(req.Key(), req.IsFlexible()) && !skipTags(&r) {
+	if responseHeaderFlexible(key, resp.IsFlexible()) && !skipTags(&r) {
 		return nil, fmt.Errorf("%w: bad header tags", ErrMalformedResponse)
 	}
-	resp := req.ResponseKind()
-	resp.SetVersion(req.GetVersion())
 	if err := resp.ReadFrom(r.Src); err != nil {
-		return nil, fmt.Errorf("%w: key %d v%d: %w", ErrMalformedResponse, req.Key(), req.GetVersion(), err)
+		return nil, fmt.Errorf("%w: key %d v%d: %w", ErrMalformedResponse, key, version, err)
 	}
 	return resp, nil
 }

@@ -1,0 +1,474 @@
+package protocol
+
+import (
+	"bufio"
+	"container/heap"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
+)
+
+// DialConfig configures [Dial]. The zero value dials plain TCP without
+// SASL, with a null client id and [DefaultMaxFrameSize].
+type DialConfig struct {
+	// ClientID is sent in every request header; "" sends a null client id.
+	ClientID string
+	// TLS, when non-nil, wraps the connection in TLS. An empty ServerName
+	// is filled from the address's host.
+	TLS *tls.Config
+	// SASL, when non-nil, authenticates after ApiVersions with
+	// SaslHandshake v1 + SaslAuthenticate (franz-go's plain and scram
+	// mechanisms work). Re-authentication (KIP-368) is not done: a broker
+	// with connections.max.reauth.ms closes the connection at session end.
+	SASL sasl.Mechanism
+	// Dial opens the raw connection; nil uses a net.Dialer. Tests pass
+	// net.Pipe ends or proxies.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// MaxVersions optionally caps the version used per API key, for
+	// example {0: 13} never to use Produce v14.
+	MaxVersions map[int16]int16
+	// MaxFrameSize bounds each response frame; 0 means
+	// [DefaultMaxFrameSize]. A larger frame kills the connection.
+	MaxFrameSize int
+}
+
+// clientSoftwareName/Version are sent in ApiVersions v3+ (KIP-511). Brokers
+// validate them against [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?.
+const (
+	clientSoftwareName    = "longhaul"
+	clientSoftwareVersion = "0.1.0"
+)
+
+// Conn is a pipelined connection to one broker, made by [Dial]. Many
+// requests are written back to back by one writer goroutine and their
+// responses matched by correlation id by one reader goroutine; each request
+// has its own deadline. It is safe for concurrent use. It never retries and
+// never looks at error codes inside responses.
+//
+// Once broken (I/O error, undecodable frame) or closed it stays dead:
+// [Conn.Done] is closed, [Conn.Err] says why, and every request queued or
+// outstanding then, or sent later, completes with an error wrapping
+// [ErrConnClosed].
+type Conn struct {
+	addr     string
+	nc       net.Conn
+	br       *bufio.Reader
+	clientID *string
+	maxFrame int
+	versions map[int16]int16 // negotiated; read-only after Dial
+
+	nextID atomic.Int32
+	wake   chan struct{} // cap 1: queue became non-empty
+	done   chan struct{}
+
+	// mu guards the following.
+	mu      sync.Mutex
+	closed  bool
+	err     error
+	pend    map[int32]*pending // queued or written, not yet completed
+	queue   []*pending         // to be written, in Send order
+	spare   []*pending         // the writer's previous queue, reused
+	dl      deadlineHeap
+	timer   *time.Timer
+	armedAt time.Time
+}
+
+// pending is one request between Send and its completion. Whoever removes
+// it from Conn.pend (under mu) owns calling done: that is what makes every
+// completion happen exactly once.
+type pending struct {
+	id         int32
+	key        int16
+	version    int16
+	frame      *[]byte // encoded by Send; returned to the pool after write
+	deadline   time.Time
+	heapIdx    int // index in Conn.dl, -1 when not in it
+	written    bool
+	noResponse bool // Produce with acks=0: the broker does not answer
+	done       func(kmsg.Response, error)
+}
+
+// framePool recycles request frames once written. Frames above 1 MiB are
+// dropped rather than kept alive by the pool.
+var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+const maxPooledFrame = 1 << 20
+
+// Addr returns the address the connection was dialed to.
+func (c *Conn) Addr() string { return c.addr }
+
+// Version returns the version [Conn.Send] uses for key: the highest both
+// the broker and this package support (Produce up to [MaxProduceVersion]),
+// capped by [DialConfig.MaxVersions]. ok is false when the broker lacks the
+// key or no version is common.
+func (c *Conn) Version(key int16) (v int16, ok bool) {
+	v, ok = c.versions[key]
+	return v, ok
+}
+
+// RequireIdempotentProduce returns an error wrapping
+// [ErrIdempotenceUnsupported] unless c negotiated Produce v3 or later.
+func RequireIdempotentProduce(c *Conn) error {
+	if v, ok := c.Version(0); !ok || v < 3 {
+		if !ok {
+			v = -1
+		}
+		return fmt.Errorf("%w: broker %s, negotiated Produce v%d", ErrIdempotenceUnsupported, c.addr, v)
+	}
+	return nil
+}
+
+// Send queues req for writing and returns without waiting for the network.
+// It sets req's version to [Conn.Version] of its key and encodes it before
+// returning, so req is not used after Send returns and may be reused (for
+// example sent again on another connection). done is called exactly once,
+// never from inside Send, on a goroutine of the connection, with:
+//   - the decoded response (nil, nil for a Produce with Acks 0, once it is
+//     written);
+//   - an error wrapping [ErrUnsupportedVersion] if the broker lacks the key;
+//   - a [*ConnError] wrapping [ErrRequestTimeout] if timeout (> 0) passed
+//     first; the connection stays open and a late response is discarded;
+//   - a [*ConnError] wrapping [ErrConnClosed] if the connection died while
+//     the request was queued or outstanding, or was already dead.
+//
+// [SafeToRetry] tells whether the broker can have seen the request.
+// timeout <= 0 means no deadline. Completions of different requests may run
+// concurrently; done must not block for long.
+func (c *Conn) Send(req kmsg.Request, timeout time.Duration, done func(kmsg.Response, error)) {
+	key := req.Key()
+	v, ok := c.Version(key)
+	if !ok {
+		err := fmt.Errorf("%w: broker %s does not support api key %d", ErrUnsupportedVersion, c.addr, key)
+		go done(nil, err)
+		return
+	}
+	req.SetVersion(v)
+	p := &pending{
+		id:      c.nextID.Add(1) & 0x7fffffff,
+		key:     key,
+		version: v,
+		heapIdx: -1,
+		done:    done,
+	}
+	if pr, ok := req.(*kmsg.ProduceRequest); ok && pr.Acks == 0 {
+		p.noResponse = true
+	}
+	p.frame = framePool.Get().(*[]byte)
+	*p.frame = AppendRequest((*p.frame)[:0], req, p.id, c.clientID)
+	if timeout > 0 {
+		p.deadline = time.Now().Add(timeout)
+	}
+
+	c.mu.Lock()
+	if c.closed {
+		err := c.err
+		c.mu.Unlock()
+		putFrame(p.frame)
+		go done(nil, &ConnError{Addr: c.addr, Err: err})
+		return
+	}
+	c.pend[p.id] = p
+	c.queue = append(c.queue, p)
+	if timeout > 0 {
+		heap.Push(&c.dl, p)
+		c.armLocked()
+	}
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default: // the writer is already due to look at the queue
+	}
+}
+
+// Do sends req like [Conn.Send] and waits for its completion. The request
+// deadline is ctx's deadline, if any. If ctx ends first Do returns ctx.Err()
+// and the request stays in flight; its eventual outcome is dropped.
+func (c *Conn) Do(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	var timeout time.Duration
+	if d, ok := ctx.Deadline(); ok {
+		if timeout = time.Until(d); timeout <= 0 {
+			return nil, ctx.Err()
+		}
+	}
+	type result struct {
+		resp kmsg.Response
+		err  error
+	}
+	ch := make(chan result, 1)
+	c.Send(req, timeout, func(r kmsg.Response, err error) { ch <- result{r, err} })
+	select {
+	case r := <-ch:
+		return r.resp, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// InFlight returns the number of requests queued or written and not yet
+// completed.
+func (c *Conn) InFlight() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.pend)
+}
+
+// Close closes the connection. Every queued or outstanding request
+// completes with a [*ConnError] wrapping [ErrConnClosed]; those completions
+// run on a separate goroutine, so Close may be called from a completion or
+// while holding a lock that completions take. The reader and writer
+// goroutines exit shortly after. Close is idempotent and returns nil.
+func (c *Conn) Close() error {
+	if list, err := c.kill(fmt.Errorf("%w by Close", ErrConnClosed)); len(list) > 0 {
+		go c.failAll(list, err)
+	}
+	return nil
+}
+
+// Done returns a channel closed when the connection is dead (closed or
+// broken).
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err returns why the connection died (wrapping [ErrConnClosed]), or nil
+// while it is alive.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// fail kills the connection because of cause and completes everything
+// outstanding on the calling (connection) goroutine.
+func (c *Conn) fail(cause error) {
+	list, err := c.kill(cause)
+	c.failAll(list, err)
+}
+
+// kill marks the connection dead and takes every pending request out of
+// the maps, returning them for the caller to complete. Only the first call
+// does anything.
+func (c *Conn) kill(cause error) ([]*pending, error) {
+	if !errors.Is(cause, ErrConnClosed) {
+		cause = fmt.Errorf("%w: %w", ErrConnClosed, cause)
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, nil
+	}
+	c.closed = true
+	c.err = cause
+	list := make([]*pending, 0, len(c.pend))
+	for _, p := range c.pend {
+		list = append(list, p)
+	}
+	clear(c.pend)
+	c.queue = nil
+	c.dl = nil
+	c.timer.Stop()
+	close(c.done)
+	c.mu.Unlock()
+	c.nc.Close() // unblocks the reader and a writer stuck in Write
+	return list, cause
+}
+
+func (c *Conn) failAll(list []*pending, err error) {
+	for _, p := range list {
+		p.done(nil, &ConnError{Addr: c.addr, Written: p.written, Err: err})
+	}
+}
+
+func putFrame(f *[]byte) {
+	if f != nil && cap(*f) <= maxPooledFrame {
+		framePool.Put(f)
+	}
+}
+
+// writeLoop writes queued frames. It takes the whole queue at once and
+// writes it with one writev, so a burst of Sends costs one syscall, and a
+// slow reader on the broker side blocks only this goroutine.
+func (c *Conn) writeLoop() {
+	var bufs net.Buffers
+	var batch []*pending
+	for {
+		select {
+		case <-c.wake:
+		case <-c.done:
+			return
+		}
+		c.mu.Lock()
+		taken := c.queue
+		c.queue = c.spare[:0]
+		batch = batch[:0]
+		for _, p := range taken {
+			// A request may have timed out while queued; its completion
+			// already ran and it must not go on the wire.
+			if c.pend[p.id] != p {
+				putFrame(p.frame)
+				p.frame = nil
+				continue
+			}
+			// Marked before writing: once any byte may have left, the
+			// broker may have seen the request.
+			p.written = true
+			batch = append(batch, p)
+		}
+		clear(taken)
+		c.spare = taken
+		c.mu.Unlock()
+		if len(batch) == 0 {
+			continue
+		}
+
+		bufs = bufs[:0]
+		for _, p := range batch {
+			bufs = append(bufs, *p.frame)
+		}
+		toWrite := bufs // WriteTo consumes its receiver
+		_, err := toWrite.WriteTo(c.nc)
+		for _, p := range batch {
+			putFrame(p.frame)
+			p.frame = nil
+		}
+		clear(bufs)
+		if err != nil {
+			c.fail(fmt.Errorf("write: %w", err))
+			return
+		}
+		c.completeUnanswered(batch)
+	}
+}
+
+// completeUnanswered completes acks=0 produce requests once written.
+func (c *Conn) completeUnanswered(batch []*pending) {
+	var done []*pending
+	c.mu.Lock()
+	for _, p := range batch {
+		if p.noResponse && c.pend[p.id] == p {
+			c.removeLocked(p)
+			done = append(done, p)
+		}
+	}
+	c.mu.Unlock()
+	for _, p := range done {
+		p.done(nil, nil)
+	}
+}
+
+// readLoop reads response frames and completes their requests. Each frame
+// gets a fresh buffer because decoded responses alias it (Fetch records).
+func (c *Conn) readLoop() {
+	for {
+		frame, err := ReadFrame(c.br, nil, c.maxFrame)
+		if err != nil {
+			c.fail(fmt.Errorf("read: %w", err))
+			return
+		}
+		id, err := ResponseCorrelationID(frame)
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		c.mu.Lock()
+		p := c.pend[id]
+		if p != nil && !p.written {
+			c.mu.Unlock()
+			c.fail(fmt.Errorf("%w: response for correlation id %d before its request was written", ErrMalformedResponse, id))
+			return
+		}
+		if p != nil {
+			c.removeLocked(p)
+		}
+		c.mu.Unlock()
+		if p == nil {
+			continue // timed out earlier: the late response is dropped
+		}
+		resp, err := parseResponseAt(frame, p.key, p.version, id)
+		if err != nil {
+			err = fmt.Errorf("%w: %w", ErrConnClosed, err)
+			p.done(nil, &ConnError{Addr: c.addr, Written: true, Err: err})
+			c.fail(err)
+			return
+		}
+		p.done(resp, nil)
+	}
+}
+
+// removeLocked removes p from pend and the deadline heap.
+func (c *Conn) removeLocked(p *pending) {
+	delete(c.pend, p.id)
+	if p.heapIdx >= 0 {
+		heap.Remove(&c.dl, p.heapIdx)
+		c.armLocked()
+	}
+}
+
+// armLocked points the timer at the earliest deadline. One timer serves all
+// requests; deadlines may expire in any order relative to Send order.
+func (c *Conn) armLocked() {
+	if len(c.dl) == 0 {
+		c.timer.Stop()
+		c.armedAt = time.Time{}
+		return
+	}
+	next := c.dl[0].deadline
+	if next.Equal(c.armedAt) {
+		return
+	}
+	c.armedAt = next
+	c.timer.Reset(time.Until(next))
+}
+
+// expire runs on the timer's goroutine and times out every request whose
+// deadline has passed.
+func (c *Conn) expire() {
+	var list []*pending
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	for len(c.dl) > 0 && !c.dl[0].deadline.After(now) {
+		p := heap.Pop(&c.dl).(*pending)
+		delete(c.pend, p.id)
+		list = append(list, p)
+	}
+	c.armedAt = time.Time{}
+	c.armLocked()
+	c.mu.Unlock()
+	for _, p := range list {
+		p.done(nil, &ConnError{Addr: c.addr, Written: p.written, Err: ErrRequestTimeout})
+	}
+}
+
+// deadlineHeap is a min-heap of pending requests by deadline.
+type deadlineHeap []*pending
+
+func (h deadlineHeap) Len() int           { return len(h) }
+func (h deadlineHeap) Less(i, j int) bool { return h[i].deadline.Before(h[j].deadline) }
+func (h deadlineHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIdx = i
+	h[j].heapIdx = j
+}
+func (h *deadlineHeap) Push(x any) {
+	p := x.(*pending)
+	p.heapIdx = len(*h)
+	*h = append(*h, p)
+}
+func (h *deadlineHeap) Pop() any {
+	old := *h
+	p := old[len(old)-1]
+	old[len(old)-1] = nil
+	p.heapIdx = -1
+	*h = old[:len(old)-1]
+	return p
+}
