@@ -119,7 +119,9 @@ func start(t testing.TB, o Options, classpath string) (*Cluster, error) {
 				t.Logf("%s", n.logTail(40))
 			}
 		}
+		began := time.Now()
 		c.Stop()
+		t.Logf("kafkatest: stopped %d node(s) in %v", len(c.nodes), time.Since(began).Round(time.Millisecond))
 	})
 	var err error
 	if c.clusterID, err = newClusterID(); err != nil {
@@ -299,7 +301,9 @@ func (c *Cluster) Nodes() int { return len(c.nodes) }
 // Bootstrap returns the DIRECT listeners of all nodes, comma-separated
 // (the form of bootstrap.servers). Clients bootstrapped here talk to the
 // brokers without a proxy.
-func (c *Cluster) Bootstrap() string { return c.joinAddrs(func(n *node) string { return n.directAddr }) }
+func (c *Cluster) Bootstrap() string {
+	return c.joinAddrs(func(n *node) string { return n.directAddr })
+}
 
 // ProxiedBootstrap returns the advertised PROXIED addresses of all nodes,
 // comma-separated. Clients bootstrapped here reach every broker through
