@@ -68,7 +68,7 @@ func handleCreateTopics(c *Cluster, r *request) (kmsg.Response, error) {
 		if !req.ValidateOnly {
 			var err error
 			if t, err = c.createTopic(tc); err != nil {
-				fail(kerr.UnknownServerError.Code, err.Error())
+				fail(kerr.InvalidPartitions.Code, err.Error()) // the cluster-wide cap
 				continue
 			}
 		}

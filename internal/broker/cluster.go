@@ -24,6 +24,7 @@ type Cluster struct {
 	nodes         []*node
 	topics        map[string]*topic
 	topicIDs      map[uuid]*topic
+	partitions    int // across all topics, bounded by MaxClusterPartitions
 	defaultWindow int
 	expiration    time.Duration
 	nextPID       int64

@@ -26,6 +26,12 @@ const (
 	// so a hostile length cannot make us allocate much). A larger frame
 	// closes the connection.
 	DefaultMaxRequestBytes = 8 << 20
+	// MaxPartitions bounds a topic's partition count.
+	MaxPartitions = 1000
+	// MaxClusterPartitions bounds the partitions of all topics together,
+	// so a hostile CreateTopics cannot exhaust memory; beyond it
+	// CreateTopics answers INVALID_PARTITIONS.
+	MaxClusterPartitions = 100000
 )
 
 // Kafka property names the broker understands in CreateTopics,
@@ -141,8 +147,8 @@ func checkTopic(t TopicConfig) error {
 	if t.Name == "" || len(t.Name) > 249 {
 		return &ConfigError{"Name", strconv.Quote(t.Name), "must be 1..249 characters"}
 	}
-	if t.Partitions < 1 || t.Partitions > 10000 {
-		return &ConfigError{"Partitions", strconv.Itoa(int(t.Partitions)), "must be 1..10000"}
+	if t.Partitions < 1 || t.Partitions > MaxPartitions {
+		return &ConfigError{"Partitions", strconv.Itoa(int(t.Partitions)), fmt.Sprintf("must be 1..%d", MaxPartitions)}
 	}
 	if t.Window != 0 {
 		return checkWindow(propWindow, t.Window)

@@ -132,6 +132,7 @@ func checkAndResetLogs(t testing.TB, c *Cluster) {
 			clear(p.pids)
 		}
 		if name != "t" {
+			c.partitions -= len(tp.parts)
 			delete(c.topics, name)
 			delete(c.topicIDs, tp.id)
 		}

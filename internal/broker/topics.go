@@ -2,6 +2,8 @@ package broker
 
 import (
 	"crypto/rand"
+	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/longhaul-kafka/longhaul/protocol"
@@ -108,6 +110,10 @@ func (c *Cluster) createTopic(tc TopicConfig) (*topic, error) {
 	if _, ok := c.topics[tc.Name]; ok {
 		return nil, ErrTopicExists
 	}
+	if c.partitions+int(tc.Partitions) > MaxClusterPartitions {
+		return nil, &ConfigError{"Partitions", strconv.Itoa(int(tc.Partitions)), fmt.Sprintf("the cluster holds at most %d partitions", MaxClusterPartitions)}
+	}
+	c.partitions += int(tc.Partitions)
 	t := &topic{name: tc.Name, id: newTopicID(), window: tc.Window}
 	for i := range tc.Partitions {
 		t.parts = append(t.parts, &partition{
