@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# install-kafka-deps.sh: prepares a machine for the real-Kafka tests
+# (internal/kafkatest). Idempotent; CI runs it before the test suite.
+#
+# 1. Installs Java 17+ and Maven with apt-get when missing (as root, or
+#    with sudo; noninteractive).
+# 2. Resolves the Apache Kafka 4.4.0 jars into the harness cache
+#    ($LONGHAUL_KAFKA_CACHE, default $HOME/.cache/longhaul/kafka-4.4.0), so
+#    that go test does not spend its timeout on Maven.
+#
+# Usage: scripts/install-kafka-deps.sh
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+# java_major prints the major version of the java on PATH, or 0.
+java_major() {
+	command -v java >/dev/null 2>&1 || { echo 0; return; }
+	local v
+	v=$(java -version 2>&1 | sed -n 's/.*version "\([^"]*\)".*/\1/p' | head -n1)
+	case "$v" in
+	1.*) echo "$v" | cut -d. -f2 ;;
+	"") echo 0 ;;
+	*) echo "$v" | cut -d. -f1 | cut -d- -f1 ;;
+	esac
+}
+
+need=()
+if [ "$(java_major)" -lt 17 ]; then need+=(java); fi
+if ! command -v mvn >/dev/null 2>&1; then need+=(maven); fi
+
+if [ ${#need[@]} -gt 0 ]; then
+	echo "install-kafka-deps: missing: ${need[*]}"
+	if ! command -v apt-get >/dev/null 2>&1; then
+		echo "install-kafka-deps: no apt-get here; install Java 17+ and Maven by hand" >&2
+		exit 1
+	fi
+	SUDO=""
+	if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+	export DEBIAN_FRONTEND=noninteractive
+	$SUDO apt-get update -q
+	pkgs=()
+	for n in "${need[@]}"; do
+		case "$n" in
+		java)
+			# The oldest supported JRE the distribution ships.
+			for v in 17 21 25; do
+				if apt-cache show "openjdk-$v-jre-headless" >/dev/null 2>&1; then
+					pkgs+=("openjdk-$v-jre-headless")
+					break
+				fi
+			done
+			;;
+		maven) pkgs+=(maven) ;;
+		esac
+	done
+	$SUDO apt-get install -y -q --no-install-recommends "${pkgs[@]}"
+	if [ "$(java_major)" -lt 17 ]; then
+		echo "install-kafka-deps: java on PATH is still older than 17" >&2
+		exit 1
+	fi
+fi
+
+echo "install-kafka-deps: $(java -version 2>&1 | head -n1); $(mvn -v 2>/dev/null | head -n1 | sed 's/\x1b\[[0-9;]*m//g')"
+go run ./internal/kafkatest/cmd/kafkajars
