@@ -134,3 +134,44 @@ func TestKgoProduceConsume(t *testing.T) {
 		}
 	}
 }
+
+// TestKgoFollowsMoveLeader moves a partition's leader while kgo produces:
+// kgo follows the NOT_LEADER_OR_FOLLOWER answers (KIP-951 hints, then
+// metadata) and every record still lands exactly once, in order.
+func TestKgoFollowsMoveLeader(t *testing.T) {
+	c := startCluster(t, Config{Nodes: 2, RTT: 2 * time.Millisecond, Topics: []TopicConfig{{Name: "t", Partitions: 1}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pr, err := kgo.NewClient(kgo.SeedBrokers(c.Addr()), kgo.DefaultProduceTopic("t"), kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(512))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	var want []string
+	for i := range 300 {
+		if i == 100 {
+			if err := c.MoveLeader("t", 0, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i == 200 {
+			if err := c.MoveLeader("t", 0, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		v := fmt.Sprintf("r%04d", i)
+		want = append(want, v)
+		pr.Produce(ctx, &kgo.Record{Value: []byte(v)}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("produce: %v", err)
+			}
+		})
+	}
+	if err := pr.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if msg := exactlyOnceInOrder(c.Records("t", 0), want); msg != "" {
+		t.Fatal(msg)
+	}
+	t.Logf("stats %+v", c.PartitionStats("t", 0))
+}
