@@ -21,8 +21,10 @@ import (
 )
 
 // startTimeout bounds formatting plus startup of all nodes, once the jars
-// are cached. A node takes 3-10 s on an idle 2-core machine.
-const startTimeout = 3 * time.Minute
+// are cached. One node takes 4-20 s and three nodes 20-40 s on a shared
+// 2-core machine; under heavy load from other test binaries three nodes
+// once took over 2 minutes.
+const startTimeout = 5 * time.Minute
 
 // jarTimeout bounds the first Maven resolution.
 const jarTimeout = 10 * time.Minute
@@ -187,6 +189,7 @@ func start(t testing.TB, o Options, classpath string) (*Cluster, error) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
+	phase := time.Now()
 	var g errgroup.Group
 	for _, n := range c.nodes {
 		g.Go(func() error { return n.format(ctx, classpath, c.clusterID, c.toolLog) })
@@ -194,6 +197,8 @@ func start(t testing.TB, o Options, classpath string) (*Cluster, error) {
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	formatTook := time.Since(phase)
+	phase = time.Now()
 	release()
 	for _, n := range c.nodes {
 		if err := n.start(); err != nil {
@@ -209,10 +214,14 @@ func start(t testing.TB, o Options, classpath string) (*Cluster, error) {
 		c.Stop()
 		return nil, err
 	}
+	answerTook := time.Since(phase)
+	phase = time.Now()
 	if err := c.waitRegistered(ctx, nil); err != nil {
 		c.Stop()
 		return nil, err
 	}
+	t.Logf("kafkatest: format %v, JVM start to ApiVersions %v, registration %v",
+		formatTook.Round(time.Millisecond), answerTook.Round(time.Millisecond), time.Since(phase).Round(time.Millisecond))
 	return c, nil
 }
 
@@ -284,7 +293,7 @@ func (c *Cluster) Stop() {
 		var wg sync.WaitGroup
 		for _, n := range c.nodes {
 			wg.Add(1)
-			go func() { defer wg.Done(); n.stop(stopGrace) }()
+			go func() { defer wg.Done(); n.stop(finalStopGrace) }()
 		}
 		wg.Wait()
 		for _, n := range c.nodes {

@@ -97,12 +97,11 @@ func initProducerID(t *testing.T, c *Cluster, cl *kgo.Client) {
 	}
 }
 
-// TestKgoIdempotentThroughProxyWithCuts is the harness sanity test: franz-go's
+// testKgoIdempotentThroughProxyWithCuts is the harness sanity test: franz-go's
 // idempotent producer writes through the proxies (2 ms one-way delay) while
 // connections are cut at random, and an independent direct consumer must
 // read every record exactly once, in order.
-func TestKgoIdempotentThroughProxyWithCuts(t *testing.T) {
-	c := Start(t, Options{})
+func testKgoIdempotentThroughProxyWithCuts(t *testing.T, c *Cluster) {
 	const topic, n, partitions = "kgo-cuts", 10000, 3
 	c.CreateTopic(t, topic, partitions, 1, nil)
 	c.SetDelay(2 * time.Millisecond)

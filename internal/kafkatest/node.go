@@ -20,6 +20,11 @@ import (
 // combined node usually exits in 1-3 s.
 const stopGrace = 10 * time.Second
 
+// finalStopGrace is the grace of [Cluster.Stop]: the data is deleted right
+// after, so a slow controlled shutdown (all voters leaving at once) is cut
+// short.
+const finalStopGrace = 3 * time.Second
+
 // node is one JVM: broker and controller. Fields above mu are set before
 // the first start and never change.
 type node struct {

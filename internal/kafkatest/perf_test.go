@@ -6,10 +6,9 @@ import (
 	"time"
 )
 
-// TestRunJavaPerfSmall runs the Java producer's perf tool once, idempotent
+// testRunJavaPerfSmall runs the Java producer's perf tool once, idempotent
 // with acks=all, parses its summary and checks the records are in the log.
-func TestRunJavaPerfSmall(t *testing.T) {
-	c := Start(t, Options{})
+func testRunJavaPerfSmall(t *testing.T, c *Cluster) {
 	const topic, n = "java-perf", 20000
 	c.CreateTopic(t, topic, 3, 1, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

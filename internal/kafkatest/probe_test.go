@@ -19,11 +19,10 @@ const produceKey = 0
 // batchesToRetainTag is KIP-1269's tag in PartitionProduceResponse.
 const batchesToRetainTag = 1
 
-// TestProbeProduceVersions records which Produce versions Kafka 4.4 offers
+// testProbeProduceVersions records which Produce versions Kafka 4.4 offers
 // (the log line is what the report quotes) and checks the minimum an
 // idempotent producer needs, directly and through the proxy.
-func TestProbeProduceVersions(t *testing.T) {
-	c := Start(t, Options{})
+func testProbeProduceVersions(t *testing.T, c *Cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, addr := range []string{c.DirectAddr(0), c.ProxiedAddr(0)} {
@@ -92,13 +91,12 @@ func batchesToRetain(p kmsg.ProduceResponseTopicPartition) (n int32, present boo
 	return n, present, err
 }
 
-// TestProbeProduceResponseTag1 sends an idempotent batch at the highest
+// testProbeProduceResponseTag1 sends an idempotent batch at the highest
 // Produce version Kafka 4.4 offers and reports whether the response
 // carries KIP-1269's ProducerStateBatchesToRetain (tag 1). It also checks
 // the real broker's duplicate handling that longhaul relies on: a retried
 // batch is answered with its original offset, not appended again.
-func TestProbeProduceResponseTag1(t *testing.T) {
-	c := Start(t, Options{})
+func testProbeProduceResponseTag1(t *testing.T, c *Cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const topic = "probe-tag1"
