@@ -1,21 +1,40 @@
 // Package protocol is the only part of longhaul that knows Kafka's wire
 // format. It is mechanism only: it frames, encodes and decodes, dials and
-// negotiates versions, and returns what the broker said. Like
-// http.RoundTripper it never interprets error codes and never retries;
-// that policy lives in the producer.
+// negotiates versions, and hands back what the broker said. Like
+// http.RoundTripper it never interprets error codes and never retries; that
+// policy lives in the producer.
 //
 // Entry points:
 //
+//   - Connections: [Dial] returns a pipelined [Conn] after ApiVersions and
+//     optional TLS/SASL. [Conn.Send] queues a request and reports its
+//     outcome through a callback; [Conn.Do] waits for it. [Conn.Version]
+//     and [RequireIdempotentProduce] tell what was negotiated. [SafeToRetry]
+//     answers "could the broker have seen it?" for a failed request.
+//   - Typed helpers: [Metadata], [InitProducerID], [ListOffsets], [Fetch].
 //   - Record batches: [BatchBuilder] builds a RecordBatch v2 (with
-//     [Compress] for the body); [ParseBatchHeader], [ParseRecordBatch] and
-//     [SplitBatches] decode them; [SetBatchSequence] and [SetBaseOffset]
-//     patch encoded batches in place.
+//     [Compress] for the body) byte-identical to kmsg's encoding;
+//     [ParseBatchHeader], [ParseRecordBatch] and [SplitBatches] decode
+//     them; [SetBatchSequence] and [SetBaseOffset] patch encoded batches.
 //   - Produce v14 (KIP-1269): [BatchesToRetain] and [SetBatchesToRetain]
-//     wrap the ProducerStateBatchesToRetain tagged field, which kmsg keeps
-//     in UnknownTags; [CurrentLeader] reads KIP-951's hint.
-//   - Framing, both directions: [ReadFrame], [AppendRequest],
-//     [ParseRequest], [AppendResponse], [ParseResponse].
+//     wrap the ProducerStateBatchesToRetain tagged field (tag 1), which
+//     kmsg keeps in UnknownTags; [CurrentLeader] reads KIP-951's hint. No
+//     other package touches tag numbers.
+//   - Framing, both directions (client and the embedded broker):
+//     [ReadFrame], [AppendRequest], [ParseRequest], [AppendResponse],
+//     [ParseResponse].
 //
-// Concurrency: the free functions are safe for concurrent use (compressors
-// come from sync.Pools). A [BatchBuilder] belongs to one goroutine at a time.
+// Context: [Dial]'s ctx bounds the handshake only. [Conn.Send] takes a
+// timeout instead of a context, because a request cannot be recalled once
+// written; [Conn.Do] and the helpers derive the request deadline from ctx.
+//
+// Concurrency: a [Conn] runs one writer goroutine (requests are encoded by
+// Send, then written back to back, so callers never wait on the network)
+// and one reader goroutine that matches responses to requests by
+// correlation id. Deadlines are kept in one heap behind one timer. Each
+// request completes exactly once: whoever removes it from the pending set
+// under the connection's mutex (reader, timer, or the code killing the
+// connection) runs its callback, outside the mutex. The free functions are
+// safe for concurrent use (compressors come from sync.Pools); a
+// [BatchBuilder] belongs to one goroutine at a time.
 package protocol
