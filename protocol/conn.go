@@ -140,7 +140,9 @@ func RequireIdempotentProduce(c *Conn) error {
 //     the request was queued or outstanding, or was already dead.
 //
 // [SafeToRetry] tells whether the broker can have seen the request.
-// timeout <= 0 means no deadline. Completions of different requests may run
+// Requests go on the wire in the order their Send calls queue them (for
+// one goroutine, call order), which is what sequence-ordered produce
+// batches rely on. timeout <= 0 means no deadline. Completions of different requests may run
 // concurrently; done must not block for long.
 func (c *Conn) Send(req kmsg.Request, timeout time.Duration, done func(kmsg.Response, error)) {
 	key := req.Key()

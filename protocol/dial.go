@@ -39,8 +39,12 @@ func Dial(ctx context.Context, addr string, cfg DialConfig) (*Conn, error) {
 	c, err := handshake(ctx, nc, addr, cfg)
 	if err != nil {
 		nc.Close()
+		// The conn deadline and ctx's own timer fire at the same instant;
+		// report the ctx error even if ctx has not noticed yet.
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			err = fmt.Errorf("%w (%w)", ctxErr, err)
+		} else if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+			err = fmt.Errorf("%w (%w)", context.DeadlineExceeded, err)
 		}
 		return nil, fmt.Errorf("protocol: dial %s: %w", addr, err)
 	}
