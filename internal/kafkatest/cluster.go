@@ -43,8 +43,12 @@ type Options struct {
 	// Advertise, if set, returns the advertised host:port of node i's
 	// PROXIED listener, for a proxy the test runs itself in front of
 	// [Cluster.ProxiedListener](i). The built-in proxies are then not
-	// created and [Cluster.Proxy] returns nil. The test must listen on that
-	// address before clients use [Cluster.ProxiedBootstrap].
+	// created and [Cluster.Proxy] returns nil. To avoid port races, listen
+	// first and hand the listener to the proxy after Start:
+	//
+	//	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	//	c := kafkatest.Start(t, kafkatest.Options{Advertise: func(int) string { return ln.Addr().String() }})
+	//	p := linkproxy.Serve(ln, c.ProxiedListener(0))
 	Advertise func(node int) string
 	// HeapMB is each broker's JVM heap (-Xms and -Xmx) in MiB; default 512.
 	HeapMB int
