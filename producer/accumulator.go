@@ -1,0 +1,228 @@
+package producer
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/longhaul-kafka/longhaul/inflight"
+	"github.com/longhaul-kafka/longhaul/protocol"
+)
+
+// topicState is what the producer knows of one topic. Fields are guarded by
+// Producer.mu unless marked.
+type topicState struct {
+	name    string
+	id      [16]byte          // topic ID from Metadata v10+, for Produce v13+
+	parts   []*partitionState // nil until metadata names the partitions
+	waiting []pendingRecord   // records produced before parts was known
+	lastErr error             // last metadata error for this topic
+	sticky  stickyPartitioner
+}
+
+// pendingRecord is an accepted record and its callback.
+type pendingRecord struct {
+	rec  *Record
+	cb   Callback
+	size int       // bytes of buffer.memory held
+	at   time.Time // when Produce accepted it, only while it waits for metadata
+}
+
+// partitionState is one partition's queue. The accumulator side (open,
+// sealed, inActive) is guarded by Producer.mu; the rest belongs to the
+// sender goroutine.
+type partitionState struct {
+	topic *topicState
+	id    int32
+
+	// Producer.mu guards the following.
+	open     *batch   // accepting records
+	sealed   []*batch // full or lingered, waiting for the sender, oldest first
+	inActive bool     // listed in Producer.active
+
+	// Owned by the sender goroutine.
+	lim           *inflight.Partition
+	leader        int32 // leader the limiter knows, -1 = none
+	leaderPub     atomic.Int32 // leader, for Stats
+	leaderEpoch   int32
+	pendingLeader int32 // leader to switch to once in-flight batches finish
+	pendingEpoch  int32
+	hasPending    bool
+	nextSeq       int32    // sequence of the next new batch
+	nextOrd       uint64   // ord of the next new batch
+	inflight      []*batch // sent, sequence order
+	retry         []*batch // failed, to resend first, sequence order
+	backoffUntil  time.Time
+	failures      int // consecutive failures, for backoff
+	sealedCount   int // len(sealed) as last seen by the sender
+
+	sent, retried atomic.Int64 // batches sent and resent, for Stats
+}
+
+// batch is a partition's group of records sent as one RecordBatch.
+type batch struct {
+	part    *partitionState
+	records []pendingRecord
+	builder protocol.BatchBuilder
+	created time.Time // first record's Produce: linger and delivery timeout
+	memory  int64
+
+	// Owned by the sender once sealed.
+	bytes    []byte // built RecordBatch, nil until first sent
+	seq          int32
+	ord          uint64 // send order within the partition, survives renumbering
+	attempts     int
+	maybeWritten bool  // an attempt ended without a definite answer
+	lastErr      error // why the last attempt failed, for timeouts
+	done         bool
+}
+
+var batchPool = sync.Pool{New: func() any { return new(batch) }}
+
+func newBatch(ps *partitionState, now time.Time) *batch {
+	b := batchPool.Get().(*batch)
+	b.part = ps
+	b.created = now
+	b.builder.Reset()
+	return b
+}
+
+// recycle returns b to the pool once no request can reference its bytes.
+func (b *batch) recycle() {
+	clear(b.records)
+	b.records = b.records[:0]
+	b.bytes = b.bytes[:0]
+	b.part = nil
+	b.memory = 0
+	b.attempts = 0
+	b.maybeWritten = false
+	b.lastErr = nil
+	b.done = false
+	batchPool.Put(b)
+}
+
+// recordMemory is what one record holds of buffer.memory: its encoded size
+// with the largest deltas, so a batch never needs more than it reserved.
+func recordMemory(r *Record) int {
+	return protocol.RecordSize(1<<40, 1<<30, r.Key, r.Value, r.Headers)
+}
+
+func (p *Producer) topicLocked(name string) *topicState {
+	t := p.topics[name]
+	if t == nil {
+		t = &topicState{name: name, sticky: stickyPartitioner{current: -1}}
+		p.topics[name] = t
+	}
+	return t
+}
+
+// appendLocked places an accepted record in its partition's open batch, or
+// parks it until the topic's partitions are known. Called with p.mu held.
+func (p *Producer) appendLocked(r *Record, cb Callback, size int) error {
+	t := p.topicLocked(r.Topic)
+	if t.parts == nil {
+		if len(t.waiting) == 0 {
+			p.s.wantMetadata()
+		}
+		t.waiting = append(t.waiting, pendingRecord{rec: r, cb: cb, size: size, at: time.Now()})
+		return nil
+	}
+	return p.placeLocked(t, pendingRecord{rec: r, cb: cb, size: size}, time.Now())
+}
+
+func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) error {
+	n := int32(len(t.parts))
+	r := pr.rec
+	var idx int32
+	switch {
+	case r.fixedPartition:
+		if r.Partition < 0 || r.Partition >= n {
+			return fmt.Errorf("%w: topic %s has partitions 0..%d, asked for %d", ErrInvalidRecord, t.name, n-1, r.Partition)
+		}
+		idx = r.Partition
+	case r.Key != nil && !p.cfg.ignoreKeys:
+		idx = keyPartition(r.Key, n)
+	default:
+		idx = t.sticky.pick(n)
+	}
+	r.Partition = idx
+	ps := t.parts[idx]
+	b := ps.open
+	if b != nil && b.builder.NumRecords() > 0 && b.builder.EncodedLen()+pr.size > p.maxBatchBody() {
+		p.sealLocked(ps)
+		b = nil
+	}
+	if b == nil {
+		b = newBatch(ps, now)
+		ps.open = b
+		if !ps.inActive {
+			ps.inActive = true
+			p.active = append(p.active, ps)
+		}
+	}
+	b.builder.Append(r.Timestamp.UnixMilli(), r.Key, r.Value, r.Headers)
+	b.records = append(b.records, pr)
+	b.memory += int64(pr.size)
+	if b.builder.EncodedLen() >= p.cfg.batchSize {
+		p.sealLocked(ps)
+	}
+	return nil
+}
+
+// maxBatchBody is the most record bytes one batch may carry: batch.size,
+// or more for a single large record, never past max.request.size.
+func (p *Producer) maxBatchBody() int {
+	return min(p.cfg.batchSize, p.cfg.maxRequestSize-protocol.RecordBatchOverhead)
+}
+
+// sealLocked closes ps's open batch for new records and queues it.
+func (p *Producer) sealLocked(ps *partitionState) {
+	b := ps.open
+	if b == nil {
+		return
+	}
+	ps.open = nil
+	ps.sealed = append(ps.sealed, b)
+	if b.records[0].rec.Key == nil || p.cfg.ignoreKeys {
+		ps.topic.sticky.batchFull(ps.id, int32(len(ps.topic.parts)))
+	}
+	p.wakeSender()
+}
+
+// setPartitionsLocked installs a topic's partition list from metadata and
+// places the records that were waiting for it.
+func (p *Producer) setPartitionsLocked(t *topicState, count int32, now time.Time) {
+	for i := int32(len(t.parts)); i < count; i++ {
+		t.parts = append(t.parts, &partitionState{
+			topic:  t,
+			id:     i,
+			lim:    p.lim.Partition(t.name, i),
+			leader: -1,
+		})
+		t.parts[i].leaderPub.Store(-1)
+	}
+	waiting := t.waiting
+	t.waiting = nil
+	for _, pr := range waiting {
+		if err := p.placeLocked(t, pr, now); err != nil {
+			p.failRecordLocked(pr, err)
+		}
+	}
+}
+
+// failRecordLocked fails an accepted record that is in no batch.
+func (p *Producer) failRecordLocked(pr pendingRecord, err error) {
+	p.mem.Release(int64(pr.size))
+	p.cbs.pushCounted(completion{rec: pr.rec, cb: pr.cb, err: err}, p)
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,103 @@
+package producer
+
+import "sync"
+
+// completion is one outcome to report: a whole batch, or one record.
+type completion struct {
+	b       *batch // when set, every record of b gets err (nil: success)
+	rec     *Record
+	cb      Callback
+	err     error
+	counted bool // the record counts in Producer.outstanding
+	p       *Producer
+}
+
+// callbackQueue runs callbacks one at a time on its own goroutine, in the
+// order they were queued, so a slow callback never stalls the sender.
+type callbackQueue struct {
+	mu      sync.Mutex // guards the following
+	q       []completion
+	closed  bool
+	signal  chan struct{}
+	stopped chan struct{}
+}
+
+func newCallbackQueue() *callbackQueue {
+	return &callbackQueue{signal: make(chan struct{}, 1), stopped: make(chan struct{})}
+}
+
+// push queues c; it reports false once the queue is closed.
+func (q *callbackQueue) push(c completion) bool {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return false
+	}
+	q.q = append(q.q, c)
+	q.mu.Unlock()
+	select {
+	case q.signal <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// pushCounted queues the outcome of an accepted record or batch; after the
+// callbacks run, p's outstanding count drops.
+func (q *callbackQueue) pushCounted(c completion, p *Producer) {
+	c.counted = true
+	c.p = p
+	if !q.push(c) {
+		c.run() // only after Close, when nothing else runs callbacks
+	}
+}
+
+func (c completion) run() {
+	n := 1
+	if c.b != nil {
+		n = len(c.b.records)
+		for _, pr := range c.b.records {
+			pr.cb(pr.rec, c.err)
+		}
+		c.b.recycle()
+	} else {
+		c.cb(c.rec, c.err)
+	}
+	if c.counted {
+		c.p.recordsDone(n)
+	}
+}
+
+func (q *callbackQueue) run() {
+	defer close(q.stopped)
+	var batch []completion
+	for {
+		q.mu.Lock()
+		batch, q.q = q.q, batch[:0]
+		closed := q.closed
+		q.mu.Unlock()
+		for i := range batch {
+			batch[i].run()
+			batch[i] = completion{}
+		}
+		if len(batch) > 0 {
+			continue
+		}
+		if closed {
+			return
+		}
+		<-q.signal
+	}
+}
+
+// close runs what is queued, then stops the goroutine and waits for it.
+func (q *callbackQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	select {
+	case q.signal <- struct{}{}:
+	default:
+	}
+	<-q.stopped
+}

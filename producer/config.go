@@ -1,0 +1,236 @@
+package producer
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/sasl"
+
+	"github.com/longhaul-kafka/longhaul/protocol"
+)
+
+// config is the producer's whole configuration. Every field that has a
+// Kafka property is written only through the properties table, so typed
+// options and NewFromProperties cannot drift apart.
+type config struct {
+	bootstrap          []string
+	clientID           string
+	maxInFlightPerConn int
+	batchSize          int
+	linger             time.Duration
+	bufferMemory       int64
+	maxRequestSize     int
+	deliveryTimeout    time.Duration
+	requestTimeout     time.Duration
+	retryBackoff       time.Duration
+	retryBackoffMax    time.Duration
+	compression        protocol.Codec
+	metadataMaxAge     time.Duration
+	ignoreKeys         bool
+	windowCap          int
+
+	tls    *tls.Config
+	sasl   sasl.Mechanism
+	logger *slog.Logger
+	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// Test hooks, unexported on purpose.
+	unsafeFixedWindow int // >0: ignore learned windows and the gate (negative controls)
+}
+
+// property is one row of the configuration table: a Kafka property name,
+// its default, what it means, and how a text value is checked and stored.
+type property struct {
+	name string
+	def  string
+	doc  string
+	set  func(c *config, v string) error
+}
+
+// ignoredProperties are Java client properties that have no meaning here but
+// appear in pasted Java configs; they are accepted and ignored.
+var ignoredProperties = map[string]string{
+	"key.serializer":   "records carry bytes",
+	"value.serializer": "records carry bytes",
+	"retries":          "retries are bounded by delivery.timeout.ms",
+	"max.block.ms":     "Produce blocks until its context is done",
+}
+
+// properties is the single source of truth for names, defaults and checks.
+var properties = []property{
+	{"bootstrap.servers", "", "comma-separated host:port list of brokers to start from", func(c *config, v string) error {
+		c.bootstrap = nil
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s == "" {
+				continue
+			}
+			if _, _, err := net.SplitHostPort(s); err != nil {
+				return fmt.Errorf("want host:port entries: %v", err)
+			}
+			c.bootstrap = append(c.bootstrap, s)
+		}
+		return nil
+	}},
+	{"client.id", "longhaul", "client id sent to brokers", func(c *config, v string) error { c.clientID = v; return nil }},
+	{"acks", "all", "only all (-1) is allowed: idempotence requires it", func(c *config, v string) error {
+		if v != "all" && v != "-1" {
+			return fmt.Errorf("must be all or -1: an idempotent producer needs every in-sync replica")
+		}
+		return nil
+	}},
+	{"enable.idempotence", "true", "only true is allowed: longhaul is an idempotent producer", func(c *config, v string) error {
+		if v != "true" {
+			return fmt.Errorf("must be true: longhaul is an idempotent producer")
+		}
+		return nil
+	}},
+	{"max.in.flight.requests.per.connection", "5", "produce requests in flight per broker connection, at least 1; values above 5 are fine with idempotence (KIP-1269)",
+		intSetter(1, math.MaxInt32, func(c *config, n int) { c.maxInFlightPerConn = n })},
+	{"batch.size", "16384", "target bytes per batch, per partition",
+		intSetter(1, math.MaxInt32, func(c *config, n int) { c.batchSize = n })},
+	{"linger.ms", "5", "how long a batch may wait for more records, in ms",
+		durationSetter(0, func(c *config, d time.Duration) { c.linger = d })},
+	{"buffer.memory", "33554432", "bytes of records buffered before Produce blocks",
+		intSetter(1, math.MaxInt64, func(c *config, n int) { c.bufferMemory = int64(n) })},
+	{"max.request.size", "1048576", "largest produce request, and so largest record, in bytes",
+		intSetter(protocol.RecordBatchOverhead+1, math.MaxInt32, func(c *config, n int) { c.maxRequestSize = n })},
+	{"delivery.timeout.ms", "120000", "time from Produce to a final outcome, retries included, in ms",
+		durationSetter(1, func(c *config, d time.Duration) { c.deliveryTimeout = d })},
+	{"request.timeout.ms", "30000", "how long to wait for one response, in ms",
+		durationSetter(1, func(c *config, d time.Duration) { c.requestTimeout = d })},
+	{"retry.backoff.ms", "100", "first wait before a retry, in ms",
+		durationSetter(0, func(c *config, d time.Duration) { c.retryBackoff = d })},
+	{"retry.backoff.max.ms", "1000", "longest wait before a retry, in ms",
+		durationSetter(0, func(c *config, d time.Duration) { c.retryBackoffMax = d })},
+	{"compression.type", "none", "none, gzip, snappy, lz4 or zstd", func(c *config, v string) error {
+		codec, err := protocol.ParseCodec(v)
+		if err != nil {
+			return fmt.Errorf("must be one of none, gzip, snappy, lz4, zstd")
+		}
+		c.compression = codec
+		return nil
+	}},
+	{"metadata.max.age.ms", "300000", "metadata is refreshed at least this often, in ms",
+		durationSetter(1, func(c *config, d time.Duration) { c.metadataMaxAge = d })},
+	{"partitioner.ignore.keys", "false", "true: sticky partitioning even for keyed records", func(c *config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("must be true or false")
+		}
+		c.ignoreKeys = b
+		return nil
+	}},
+	{"longhaul.max.window", "0", "cap on batches in flight per partition below the broker's window; 0 = the broker's window",
+		intSetter(0, math.MaxInt32, func(c *config, n int) { c.windowCap = n })},
+}
+
+func intSetter(lo, hi int, store func(*config, int)) func(*config, string) error {
+	return func(c *config, v string) error {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || n < int64(lo) || n > int64(hi) {
+			return fmt.Errorf("must be an integer between %d and %d", lo, hi)
+		}
+		store(c, int(n))
+		return nil
+	}
+}
+
+func durationSetter(loMs int64, store func(*config, time.Duration)) func(*config, string) error {
+	return func(c *config, v string) error {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || n < loMs || n > math.MaxInt32 {
+			return fmt.Errorf("must be an integer number of milliseconds between %d and %d", loMs, math.MaxInt32)
+		}
+		store(c, time.Duration(n)*time.Millisecond)
+		return nil
+	}
+}
+
+func lookupProperty(name string) *property {
+	for i := range properties {
+		if properties[i].name == name {
+			return &properties[i]
+		}
+	}
+	return nil
+}
+
+// setProperty checks and stores one property, naming it in the error.
+func (c *config) setProperty(name, value string) error {
+	if _, ok := ignoredProperties[name]; ok {
+		return nil
+	}
+	p := lookupProperty(name)
+	if p == nil {
+		return &ConfigError{Property: name, Value: value, Reason: "unknown property; known: " + strings.Join(PropertyNames(), ", ")}
+	}
+	if err := p.set(c, value); err != nil {
+		return &ConfigError{Property: name, Value: value, Reason: err.Error()}
+	}
+	return nil
+}
+
+// defaultConfig holds every default, from the properties table.
+func defaultConfig() config {
+	var c config
+	for _, p := range properties {
+		if err := p.set(&c, p.def); err != nil {
+			panic("producer: bad default for " + p.name + ": " + err.Error())
+		}
+	}
+	return c
+}
+
+// validate checks rules that span fields. Its errors name the property.
+func (c *config) validate() error {
+	if len(c.bootstrap) == 0 {
+		return &ConfigError{Property: "bootstrap.servers", Reason: "required: at least one host:port"}
+	}
+	if c.deliveryTimeout < c.linger+c.requestTimeout {
+		return &ConfigError{Property: "delivery.timeout.ms", Value: strconv.FormatInt(c.deliveryTimeout.Milliseconds(), 10),
+			Reason: fmt.Sprintf("must be at least linger.ms + request.timeout.ms (%d)", (c.linger + c.requestTimeout).Milliseconds())}
+	}
+	if c.retryBackoffMax < c.retryBackoff {
+		c.retryBackoffMax = c.retryBackoff // as the Java client does
+	}
+	if int64(c.maxRequestSize) > c.bufferMemory {
+		return &ConfigError{Property: "max.request.size", Value: strconv.Itoa(c.maxRequestSize),
+			Reason: fmt.Sprintf("must not exceed buffer.memory (%d)", c.bufferMemory)}
+	}
+	return nil
+}
+
+// PropertyNames returns the Kafka property names NewFromProperties accepts,
+// sorted. Java-only properties that are accepted and ignored are not listed.
+func PropertyNames() []string {
+	names := make([]string, 0, len(properties))
+	for _, p := range properties {
+		names = append(names, p.name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// PropertyDefault returns the default of a property and whether it exists.
+func PropertyDefault(name string) (string, bool) {
+	if p := lookupProperty(name); p != nil {
+		return p.def, true
+	}
+	return "", false
+}
+
+// PropertyDoc returns the one-line description of a property.
+func PropertyDoc(name string) string {
+	if p := lookupProperty(name); p != nil {
+		return p.doc
+	}
+	return ""
+}

@@ -1,0 +1,322 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/longhaul-kafka/longhaul/protocol"
+)
+
+// runControl runs op (a Metadata or InitProducerId exchange) on the control
+// connection in the background, dialing one first if needed, and runs the
+// continuation op returns on the sender goroutine. A connection-level error
+// drops the control connection so the next op dials another broker.
+func (s *sender) runControl(op func(ctx context.Context, c *protocol.Conn) (then func(), err error), failed func(error)) {
+	c := s.control
+	addrs := s.controlAddrs()
+	cfg := s.dialConfig()
+	s.controlOps++
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.requestTimeout)
+		defer cancel()
+		var err error
+		if c == nil {
+			c, err = dialFirst(ctx, addrs, cfg)
+		}
+		var then func()
+		if err == nil {
+			then, err = op(ctx, c)
+		}
+		s.p.post(func() {
+			s.controlOps--
+			if err != nil {
+				if c != nil {
+					c.Close()
+				}
+				if s.control == c {
+					s.control = nil
+				}
+				if !s.stopping {
+					failed(err)
+				}
+				return
+			}
+			if s.stopping {
+				c.Close()
+				return
+			}
+			if s.control != c {
+				if s.control != nil {
+					c.Close() // two ops dialed at once; keep one
+				} else {
+					s.control = c
+				}
+			}
+			then()
+		})
+	}()
+}
+
+// controlAddrs lists brokers to try for control requests: known brokers
+// first (bootstrap names may be load balancers), then bootstrap.servers,
+// rotated so failures spread over them.
+func (s *sender) controlAddrs() []string {
+	var addrs []string
+	for _, n := range s.nodes {
+		if n.addr != "" {
+			addrs = append(addrs, n.addr)
+		}
+	}
+	addrs = append(addrs, s.cfg.bootstrap...)
+	s.bootIdx++
+	k := s.bootIdx % len(addrs)
+	return append(addrs[k:], addrs[:k]...)
+}
+
+func dialFirst(ctx context.Context, addrs []string, cfg protocol.DialConfig) (*protocol.Conn, error) {
+	var errs []error
+	for _, a := range addrs {
+		c, err := protocol.Dial(ctx, a, cfg)
+		if err == nil {
+			return c, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, fmt.Errorf("%w: %w", errNoBrokers, errors.Join(errs...))
+}
+
+// maintainMetadata starts a metadata refresh when one is wanted or due.
+func (s *sender) maintainMetadata(now time.Time) time.Time {
+	if s.metaBusy {
+		return time.Time{}
+	}
+	if !s.metaWanted.Load() && now.Before(s.metaNext) {
+		return s.metaNext
+	}
+	if now.Before(s.metaRetryAt) {
+		return s.metaRetryAt
+	}
+	s.p.mu.Lock()
+	topics := make([]string, 0, len(s.p.topics))
+	for name := range s.p.topics {
+		topics = append(topics, name)
+	}
+	s.p.mu.Unlock()
+	if len(topics) == 0 && s.haveID {
+		s.metaWanted.Store(false)
+		s.metaNext = now.Add(s.cfg.metadataMaxAge)
+		return s.metaNext
+	}
+	s.metaWanted.Store(false)
+	s.metaBusy = true
+	s.runControl(func(ctx context.Context, c *protocol.Conn) (func(), error) {
+		res, err := protocol.Metadata(ctx, c, topics)
+		if err != nil {
+			return nil, err
+		}
+		return func() { s.applyMetadata(res) }, nil
+	}, s.metadataFailed)
+	return time.Time{}
+}
+
+func (s *sender) metadataFailed(err error) {
+	s.metaBusy = false
+	s.metaFailures++
+	s.metaRetryAt = time.Now().Add(s.backoff(s.metaFailures))
+	s.metaWanted.Store(true)
+	s.p.log.Warn("metadata request failed", "err", err)
+	s.p.mu.Lock()
+	for _, t := range s.p.topics {
+		if t.parts == nil {
+			t.lastErr = err
+		}
+	}
+	s.p.mu.Unlock()
+}
+
+// applyMetadata takes in brokers, topic ids, partition counts and leaders.
+func (s *sender) applyMetadata(res *protocol.MetadataResult) {
+	now := time.Now()
+	s.metaBusy = false
+	s.metaNext = now.Add(s.cfg.metadataMaxAge)
+	for id, addr := range res.Brokers {
+		n := s.node(id)
+		if n.addr != addr {
+			if n.conn != nil {
+				s.connFailed(n, n.conn, errors.New("producer: broker address changed"))
+			}
+			n.addr = addr
+		}
+	}
+	again := false
+	s.p.mu.Lock()
+	for name, tm := range res.Topics {
+		t := s.p.topics[name]
+		if t == nil {
+			continue
+		}
+		if tm.ErrorCode != 0 {
+			t.lastErr = kerr.ErrorForCode(tm.ErrorCode)
+			again = true
+			continue
+		}
+		t.lastErr = nil
+		t.id = tm.ID
+		count := int32(0)
+		for _, pm := range tm.Partitions {
+			count = max(count, pm.Partition+1)
+		}
+		if count > int32(len(t.parts)) {
+			s.p.setPartitionsLocked(t, count, now)
+		}
+		for _, pm := range tm.Partitions {
+			leader := pm.Leader
+			if pm.ErrorCode != 0 && pm.ErrorCode != kerr.ReplicaNotAvailable.Code {
+				again = true
+			}
+			if leader < 0 {
+				again = true
+			}
+			s.updateLeader(t.parts[pm.Partition], leader, pm.LeaderEpoch)
+		}
+	}
+	for _, t := range s.p.topics {
+		if t.parts == nil {
+			again = true
+		}
+	}
+	s.p.mu.Unlock()
+	if again {
+		s.metaFailures++
+		s.metaRetryAt = now.Add(s.backoff(s.metaFailures))
+		s.metaWanted.Store(true)
+	} else {
+		s.metaFailures = 0
+	}
+}
+
+// updateLeader records a partition's leader from metadata or a KIP-951
+// hint. A partition moves to a new leader only once its batches in flight
+// to the old one are done, so the two never hold its batches at once.
+func (s *sender) updateLeader(ps *partitionState, leader, epoch int32) {
+	if epoch >= 0 && ps.leaderEpoch >= 0 && epoch < ps.leaderEpoch {
+		return // stale metadata
+	}
+	if leader == ps.leader && epoch == ps.leaderEpoch {
+		ps.hasPending = false
+		return
+	}
+	if len(ps.inflight) > 0 {
+		ps.pendingLeader, ps.pendingEpoch, ps.hasPending = leader, epoch, true
+		return
+	}
+	s.applyLeader(ps, leader, epoch)
+}
+
+func (s *sender) applyLeader(ps *partitionState, leader, epoch int32) {
+	ps.hasPending = false
+	ps.leader, ps.leaderEpoch = leader, epoch
+	ps.leaderPub.Store(leader)
+	if leader >= 0 {
+		s.node(leader)
+	}
+	// Resets the window to 5 and re-arms the first-batch gate.
+	s.p.lim.SetLeader(ps.lim, leader, epoch)
+}
+
+// maintainIdentity gets a producer id at start, and bumps the epoch once
+// every batch in flight has come back after a sequence problem.
+func (s *sender) maintainIdentity(now time.Time) time.Time {
+	if s.idBusy {
+		return time.Time{}
+	}
+	if now.Before(s.idRetryAt) {
+		return s.idRetryAt
+	}
+	switch {
+	case !s.haveID:
+		s.startInit(-1, -1)
+	case s.needBump && s.totalInflight == 0 && !s.resolving():
+		if s.needNewID {
+			s.startInit(-1, -1)
+		} else {
+			s.startInit(s.pid, s.epoch) // KIP-360: same id, epoch + 1
+		}
+	}
+	return time.Time{}
+}
+
+func (s *sender) startInit(pid int64, epoch int16) {
+	s.idBusy = true
+	s.runControl(func(ctx context.Context, c *protocol.Conn) (func(), error) {
+		id, ep, code, err := protocol.InitProducerID(ctx, c, pid, epoch, s.cfg.requestTimeout)
+		if err != nil {
+			return nil, err
+		}
+		return func() { s.initDone(pid, id, ep, code) }, nil
+	}, s.initFailed)
+}
+
+func (s *sender) initFailed(err error) {
+	s.idBusy = false
+	s.idFailures++
+	s.idRetryAt = time.Now().Add(s.backoff(s.idFailures))
+	s.lastIDErr = err
+	s.p.log.Warn("InitProducerId failed", "err", err)
+}
+
+func (s *sender) initDone(askedPID, id int64, epoch int16, code int16) {
+	if code != 0 {
+		err := kerr.ErrorForCode(code)
+		if askedPID >= 0 && !kerr.IsRetriable(err) {
+			s.needNewID = true // the broker will not bump this id: take a new one
+		}
+		s.initFailed(err)
+		return
+	}
+	s.idBusy = false
+	s.idFailures = 0
+	s.lastIDErr = nil
+	bump := s.haveID
+	s.pid, s.epoch, s.haveID = id, epoch, true
+	s.idPub.Store(id<<16 | int64(uint16(epoch)))
+	if bump {
+		s.renumber()
+		s.bumps.Add(1)
+		s.p.log.Info("producer epoch bumped; unacknowledged batches renumbered", "producer_id", id, "epoch", epoch)
+	}
+	s.needBump, s.needNewID = false, false
+	s.p.lim.ResetAll()
+}
+
+// renumber gives every unacknowledged batch, partition by partition, new
+// sequence numbers from 0 under the new epoch. Nothing is in flight.
+func (s *sender) renumber() {
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	for _, t := range s.p.topics {
+		for _, ps := range t.parts {
+			seq := int32(0)
+			for _, b := range ps.retry {
+				// A copy: a dead connection's writer may still hold the
+				// old bytes.
+				b.bytes = append([]byte(nil), b.bytes...)
+				if err := protocol.SetBatchSequence(b.bytes, s.pid, s.epoch, seq); err != nil {
+					panic("producer: renumbering a batch we built: " + err.Error())
+				}
+				b.seq = seq
+				seq = addSeq(seq, len(b.records))
+			}
+			ps.nextSeq = seq
+		}
+	}
+}

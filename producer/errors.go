@@ -1,0 +1,86 @@
+package producer
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrClosed is the error of every record that the producer could not deliver
+// because it was closed: records passed to Produce after Close, and records
+// still buffered when Close's context ran out. It is wrapped in a
+// [DeliveryError] for records that had been sent, whose fate is then unknown.
+var ErrClosed = errors.New("producer: closed")
+
+// ErrDeliveryTimeout is the error of records not acknowledged within
+// delivery.timeout.ms of their Produce call. It is wrapped in a
+// [DeliveryError]; check [IsFateUnknown] before producing such a record again.
+var ErrDeliveryTimeout = errors.New("producer: delivery.timeout.ms expired")
+
+// ErrRecordTooLarge is the error of a record whose encoded size exceeds
+// max.request.size or buffer.memory. Only that record fails.
+var ErrRecordTooLarge = errors.New("producer: record too large")
+
+// ErrInvalidRecord is the error of a record the producer rejects before
+// buffering it: a nil record, an empty topic, or an explicit partition that
+// the topic does not have.
+var ErrInvalidRecord = errors.New("producer: invalid record")
+
+// ErrBufferFull is returned by TryProduce's callback when buffer.memory is
+// exhausted and the record was not accepted.
+var ErrBufferFull = errors.New("producer: buffer.memory full")
+
+// ConfigError is returned by [New] and [NewFromProperties] for an unknown
+// property or an invalid value. It names the property and the allowed range.
+type ConfigError struct {
+	Property string // Kafka property name, e.g. "batch.size"
+	Value    string // the value given, as text
+	Reason   string // what is allowed
+}
+
+// Error implements error.
+func (e *ConfigError) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("producer: %s: %s", e.Property, e.Reason)
+	}
+	return fmt.Sprintf("producer: invalid %s=%q: %s", e.Property, e.Value, e.Reason)
+}
+
+// DeliveryError is the error of records that failed after they were
+// accepted: it says where they were going and why they failed.
+type DeliveryError struct {
+	Topic        string
+	Partition    int32
+	BaseSequence int32 // the batch's first sequence number, -1 if never sent
+	// FateUnknown is true when the records were sent and may be in the log
+	// even though they are reported as failed (for example when
+	// delivery.timeout.ms ran out while a response was lost). Records
+	// reported without FateUnknown are not in the log.
+	FateUnknown bool
+	// Err is the cause: ErrDeliveryTimeout, ErrClosed, or a broker error
+	// from github.com/twmb/franz-go/pkg/kerr such as kerr.MessageTooLarge.
+	Err error
+}
+
+// Error implements error.
+func (e *DeliveryError) Error() string {
+	fate := "not written"
+	if e.FateUnknown {
+		fate = "may have been written"
+	}
+	return fmt.Sprintf("producer: %s[%d] seq %d: %v (%s)", e.Topic, e.Partition, e.BaseSequence, e.Err, fate)
+}
+
+// Unwrap returns the cause, so errors.Is(err, ErrDeliveryTimeout) and
+// errors.Is(err, kerr.MessageTooLarge) work.
+func (e *DeliveryError) Unwrap() error { return e.Err }
+
+// IsFateUnknown reports whether err says the records may have been written
+// although they are reported as failed. Producing them again may duplicate
+// them.
+func IsFateUnknown(err error) bool {
+	var de *DeliveryError
+	return errors.As(err, &de) && de.FateUnknown
+}
+
+// errNotIdempotent is wrapped when a broker is too old for idempotence.
+var errNoBrokers = errors.New("producer: no broker reachable")

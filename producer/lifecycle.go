@@ -1,0 +1,118 @@
+package producer
+
+import (
+	"fmt"
+	"time"
+)
+
+// expire fails what delivery.timeout.ms has run out for: records waiting for
+// their topic's metadata, and batches not in flight. Batches in flight wait
+// for their response or request.timeout.ms first, as in the Java client.
+func (s *sender) expire(now time.Time) time.Time {
+	timeout := s.cfg.deliveryTimeout
+	p := s.p
+	p.mu.Lock()
+	for _, t := range p.topics {
+		if len(t.waiting) == 0 || now.Sub(t.waiting[0].at) < timeout {
+			continue
+		}
+		keep := t.waiting[:0]
+		for _, pr := range t.waiting {
+			if now.Sub(pr.at) < timeout {
+				keep = append(keep, pr)
+				continue
+			}
+			cause := error(ErrDeliveryTimeout)
+			if t.lastErr != nil {
+				cause = fmt.Errorf("%w: no metadata for the topic: %w", ErrDeliveryTimeout, t.lastErr)
+			}
+			p.failRecordLocked(pr, &DeliveryError{Topic: t.name, Partition: -1, BaseSequence: -1, Err: cause})
+		}
+		clear(t.waiting[len(keep):])
+		t.waiting = keep
+	}
+	// Sealed batches were never sent: failing them leaves no gap.
+	for _, ps := range s.active {
+		for len(ps.sealed) > 0 && now.Sub(ps.sealed[0].created) >= timeout {
+			b := ps.sealed[0]
+			ps.sealed[0] = nil
+			ps.sealed = ps.sealed[1:]
+			ps.sealedCount = max(ps.sealedCount-1, 0)
+			s.failBatch(b, s.timeoutCause(ps, nil), false)
+		}
+	}
+	p.mu.Unlock()
+	// Retried batches have sequence numbers: failing one leaves a gap, so
+	// the epoch is bumped before the partition sends again.
+	for _, ps := range s.active {
+		for len(ps.retry) > 0 && now.Sub(ps.retry[0].created) >= timeout {
+			b := ps.retry[0]
+			s.failBatch(b, s.timeoutCause(ps, b.lastErr), b.maybeWritten)
+			s.needBump = true
+		}
+	}
+	return time.Time{}
+}
+
+func (s *sender) timeoutCause(ps *partitionState, last error) error {
+	if last == nil && ps.leader >= 0 {
+		if n := s.nodes[ps.leader]; n != nil {
+			last = n.lastErr
+		}
+	}
+	if last == nil {
+		last = s.lastIDErr
+	}
+	if last == nil {
+		return ErrDeliveryTimeout
+	}
+	return fmt.Errorf("%w (last error: %w)", ErrDeliveryTimeout, last)
+}
+
+// shutdown fails everything still held and closes every connection. It
+// runs on the sender goroutine when Close stops it.
+func (s *sender) shutdown() {
+	s.stopping = true
+	s.cancel()
+	for _, n := range s.nodes {
+		if n.conn != nil {
+			n.conn.Close()
+		}
+	}
+	if s.control != nil {
+		s.control.Close()
+	}
+	// Dial and control goroutines end promptly once s.ctx is cancelled;
+	// run their events so any connection they opened is closed.
+	s.bg.Wait()
+	for _, f := range s.p.takeEvents(nil) {
+		f()
+	}
+	p := s.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range p.topics {
+		for _, pr := range t.waiting {
+			p.failRecordLocked(pr, &DeliveryError{Topic: t.name, Partition: -1, BaseSequence: -1, Err: ErrClosed})
+		}
+		t.waiting = nil
+		for _, ps := range t.parts {
+			for len(ps.inflight) > 0 {
+				s.failBatch(ps.inflight[0], ErrClosed, true)
+			}
+			for len(ps.retry) > 0 {
+				b := ps.retry[0]
+				s.failBatch(b, ErrClosed, b.maybeWritten)
+			}
+			if ps.open != nil {
+				ps.sealed = append(ps.sealed, ps.open)
+				ps.open = nil
+			}
+			for _, b := range ps.sealed {
+				s.failBatch(b, ErrClosed, false)
+			}
+			ps.sealed = nil
+		}
+	}
+	p.active = nil
+}

@@ -1,0 +1,119 @@
+package producer
+
+import (
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/sasl"
+)
+
+// Opt configures a Producer. Options are applied in order; a later option
+// overrides an earlier one.
+type Opt interface {
+	apply(*config) error
+}
+
+type optFunc func(*config) error
+
+func (f optFunc) apply(c *config) error { return f(c) }
+
+// propOpt writes through the properties table, so a typed option is checked
+// exactly like the property it stands for.
+type propOpt struct{ name, value string }
+
+func (o propOpt) apply(c *config) error { return c.setProperty(o.name, o.value) }
+
+func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+// BootstrapServers sets bootstrap.servers: the brokers, as host:port, to
+// learn the cluster from. Required.
+func BootstrapServers(addrs ...string) Opt {
+	return propOpt{"bootstrap.servers", strings.Join(addrs, ",")}
+}
+
+// ClientID sets client.id, sent with every request. Default "longhaul".
+func ClientID(id string) Opt { return propOpt{"client.id", id} }
+
+// MaxInFlightRequestsPerConnection sets max.in.flight.requests.per.connection:
+// produce requests in flight per broker connection. Default 5, at least 1,
+// no upper bound: with KIP-1269 more than 5 is safe.
+func MaxInFlightRequestsPerConnection(n int) Opt {
+	return propOpt{"max.in.flight.requests.per.connection", strconv.Itoa(n)}
+}
+
+// BatchSize sets batch.size: the target size of one partition's batch, in
+// bytes. Default 16384.
+func BatchSize(bytes int) Opt { return propOpt{"batch.size", strconv.Itoa(bytes)} }
+
+// Linger sets linger.ms: how long a batch that is not full waits for more
+// records. Default 5ms; millisecond precision.
+func Linger(d time.Duration) Opt { return propOpt{"linger.ms", ms(d)} }
+
+// BufferMemory sets buffer.memory: the bytes of records the producer holds
+// before Produce blocks. Default 33554432 (32 MiB).
+func BufferMemory(bytes int64) Opt {
+	return propOpt{"buffer.memory", strconv.FormatInt(bytes, 10)}
+}
+
+// MaxRequestSize sets max.request.size: the largest produce request, and so
+// the largest record, in bytes. Default 1048576.
+func MaxRequestSize(bytes int) Opt { return propOpt{"max.request.size", strconv.Itoa(bytes)} }
+
+// DeliveryTimeout sets delivery.timeout.ms: the time from Produce to a final
+// outcome, retries included. Default 120s.
+func DeliveryTimeout(d time.Duration) Opt { return propOpt{"delivery.timeout.ms", ms(d)} }
+
+// RequestTimeout sets request.timeout.ms: how long to wait for one response
+// before the connection is closed and the request retried. Default 30s.
+func RequestTimeout(d time.Duration) Opt { return propOpt{"request.timeout.ms", ms(d)} }
+
+// RetryBackoff sets retry.backoff.ms, the first wait before a retry.
+// Default 100ms; it doubles up to RetryBackoffMax.
+func RetryBackoff(d time.Duration) Opt { return propOpt{"retry.backoff.ms", ms(d)} }
+
+// RetryBackoffMax sets retry.backoff.max.ms. Default 1s.
+func RetryBackoffMax(d time.Duration) Opt { return propOpt{"retry.backoff.max.ms", ms(d)} }
+
+// Compression sets compression.type: none, gzip, snappy, lz4 or zstd.
+// Default none.
+func Compression(codec string) Opt { return propOpt{"compression.type", codec} }
+
+// MetadataMaxAge sets metadata.max.age.ms. Default 5 minutes.
+func MetadataMaxAge(d time.Duration) Opt { return propOpt{"metadata.max.age.ms", ms(d)} }
+
+// MaxWindow sets longhaul.max.window: a cap on batches in flight per
+// partition below what the broker announces. Default 0, no cap. Setting 5
+// makes the producer behave like clients without KIP-1269.
+func MaxWindow(n int) Opt { return propOpt{"longhaul.max.window", strconv.Itoa(n)} }
+
+// Property sets one Kafka property by name, as NewFromProperties does.
+func Property(name, value string) Opt { return propOpt{name, value} }
+
+// TLS makes every connection use TLS with cfg (cloned per connection).
+// Default: plain TCP.
+func TLS(cfg *tls.Config) Opt {
+	return optFunc(func(c *config) error { c.tls = cfg; return nil })
+}
+
+// SASL authenticates every connection with m, for example
+// plain.Auth{User: u, Pass: p}.AsMechanism() from franz-go's pkg/sasl/plain,
+// or scram.Auth{...}.AsSha256Mechanism(). Default: none.
+func SASL(m sasl.Mechanism) Opt {
+	return optFunc(func(c *config) error { c.sasl = m; return nil })
+}
+
+// Logger sets the logger; nil (the default) discards logs.
+func Logger(l *slog.Logger) Opt {
+	return optFunc(func(c *config) error { c.logger = l; return nil })
+}
+
+// Dialer replaces how connections are dialed (default net.Dialer), for
+// proxies and tests.
+func Dialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) Opt {
+	return optFunc(func(c *config) error { c.dial = dial; return nil })
+}

@@ -1,0 +1,55 @@
+package producer
+
+import "testing"
+
+// Hashes computed by the Java client's org.apache.kafka.common.utils.Utils.murmur2
+// (the values in Kafka's own UtilsTest).
+func TestMurmur2MatchesJava(t *testing.T) {
+	cases := []struct {
+		in   string
+		want int32
+	}{
+		{"21", -973932308},
+		{"foobar", -790332482},
+		{"a-little-bit-long-string", -985981536},
+		{"a-little-bit-longer-string", -1486304829},
+		{"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971},
+		{"abc", 479470107},
+	}
+	for _, tc := range cases {
+		if got := murmur2([]byte(tc.in)); got != tc.want {
+			t.Errorf("murmur2(%q) = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestKeyPartitionIsStableAndInRange(t *testing.T) {
+	for n := int32(1); n < 50; n++ {
+		for _, k := range []string{"", "a", "key-1", "\xff\xfe"} {
+			p := keyPartition([]byte(k), n)
+			if p < 0 || p >= n || p != keyPartition([]byte(k), n) {
+				t.Fatalf("keyPartition(%q, %d) = %d", k, n, p)
+			}
+		}
+	}
+}
+
+func TestStickyMovesOnlyWhenFull(t *testing.T) {
+	s := stickyPartitioner{current: -1}
+	first := s.pick(8)
+	for range 10 {
+		if s.pick(8) != first {
+			t.Fatal("sticky partition changed without a full batch")
+		}
+	}
+	s.batchFull(first, 8)
+	if s.pick(8) == first {
+		t.Fatal("sticky partition did not move after its batch filled")
+	}
+	one := stickyPartitioner{current: -1}
+	one.pick(1)
+	one.batchFull(0, 1)
+	if one.pick(1) != 0 {
+		t.Fatal("single partition topic must stay on 0")
+	}
+}

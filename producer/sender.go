@@ -1,0 +1,399 @@
+package producer
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/longhaul-kafka/longhaul/inflight"
+	"github.com/longhaul-kafka/longhaul/protocol"
+)
+
+// sender is the one goroutine that talks to brokers. Everything in it is
+// owned by that goroutine; other goroutines reach it through Producer.post.
+type sender struct {
+	p   *Producer
+	cfg *config
+
+	// Producer identity; see idempotence.go.
+	pid        int64
+	epoch      int16
+	haveID     bool
+	needBump   bool // a sequence gap or lost state: bump once all in flight drained
+	needNewID  bool // the bump must ask for a new producer id
+	controlOps int  // control requests (metadata, InitProducerId) running
+	idBusy     bool
+	idRetryAt  time.Time
+	idFailures int
+	lastIDErr  error
+	bumps      atomic.Int64
+	idPub      atomic.Int64 // producer id << 16 | epoch, for Stats; -1 before the first
+
+	// Metadata; see metadata.go.
+	metaWanted   atomic.Bool
+	metaBusy     bool
+	metaNext     time.Time
+	metaRetryAt  time.Time
+	metaFailures int
+	control      *protocol.Conn // for metadata and InitProducerId
+	bootIdx      int
+
+	nodes    map[int32]*nodeState
+	nodeList []*nodeState
+
+	totalInflight int // batches in flight, all partitions
+	active        []*partitionState
+	events        []func()
+	stopping      bool
+	lims          []*inflight.Partition // scratch for Reserve
+
+	ctx    context.Context // cancelled by shutdown: stops dials and control requests
+	cancel context.CancelFunc
+	bg     sync.WaitGroup // dial and control goroutines
+
+	stats senderStats
+}
+
+type senderStats struct {
+	recordsSent, recordsFailed, batchesSent, batchesRetried atomic.Int64
+}
+
+// nodeState is one broker as the sender sees it.
+type nodeState struct {
+	id           int32
+	addr         string
+	lim          *inflight.Node
+	conn         *protocol.Conn // nil: not connected
+	dialing      bool
+	backoffUntil time.Time
+	failures     int
+	lastErr      error       // why the last connection failed, for timeouts
+	connected    atomic.Bool // for Stats
+	cand         []*partitionState // scratch: partitions with a batch for this node
+}
+
+// sentRequest is one ProduceRequest in flight and the batches it carries,
+// aligned with ir.Tickets.
+type sentRequest struct {
+	node    *nodeState
+	conn    *protocol.Conn
+	version int16
+	ir      inflight.Request
+	batches []*batch
+}
+
+func newSender(p *Producer) *sender {
+	s := &sender{p: p, cfg: &p.cfg, pid: -1, epoch: -1, nodes: make(map[int32]*nodeState)}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.idPub.Store(-1)
+	return s
+}
+
+// wantMetadata asks for a metadata refresh soon; safe from any goroutine.
+func (s *sender) wantMetadata() {
+	s.metaWanted.Store(true)
+	s.p.wakeSender()
+}
+
+func (s *sender) run() {
+	defer close(s.p.senderDone)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		s.events = s.p.takeEvents(s.events)
+		for i, f := range s.events {
+			f()
+			s.events[i] = nil
+		}
+		select {
+		case <-s.p.quit:
+			s.shutdown()
+			return
+		default:
+		}
+		now := time.Now()
+		next := now.Add(time.Second)
+		next = earliest(next, s.maintainIdentity(now))
+		next = earliest(next, s.maintainMetadata(now))
+		next = earliest(next, s.expire(now))
+		next = earliest(next, s.sendReady(now))
+		timer.Reset(max(next.Sub(now), time.Millisecond))
+		select {
+		case <-s.p.wake:
+		case <-timer.C:
+		case <-s.p.quit:
+		}
+	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// sendReady seals lingered batches and sends every batch the in-flight
+// limiter admits. It returns when it next needs to look (linger, backoff).
+func (s *sender) sendReady(now time.Time) (next time.Time) {
+	p := s.p
+	p.mu.Lock()
+	flushAll := p.flushing > 0 || p.closed
+	s.active = s.active[:0]
+	keep := p.active[:0]
+	for _, ps := range p.active {
+		if b := ps.open; b != nil {
+			if deadline := b.created.Add(s.cfg.linger); flushAll || !now.Before(deadline) {
+				p.sealLocked(ps)
+			} else {
+				next = earliest(earliest(next, deadline), deadline)
+			}
+		}
+		ps.sealedCount = len(ps.sealed)
+		if ps.open == nil && ps.sealedCount == 0 && len(ps.retry) == 0 && len(ps.inflight) == 0 {
+			ps.inActive = false
+			continue
+		}
+		keep = append(keep, ps)
+		s.active = append(s.active, ps)
+	}
+	clear(p.active[len(keep):])
+	p.active = keep
+	p.mu.Unlock()
+
+	if !s.haveID {
+		return next
+	}
+	for _, ps := range s.active {
+		if !s.hasSendable(ps) {
+			continue
+		}
+		if now.Before(ps.backoffUntil) {
+			next = earliest(next, ps.backoffUntil)
+			continue
+		}
+		if ps.leader < 0 {
+			s.wantMetadata()
+			continue
+		}
+		n := s.nodes[ps.leader]
+		if n == nil || n.addr == "" {
+			s.wantMetadata()
+			continue
+		}
+		if n.conn == nil {
+			next = earliest(next, s.dial(n, now))
+			continue
+		}
+		if len(n.cand) == 0 {
+			s.nodeList = append(s.nodeList, n)
+		}
+		n.cand = append(n.cand, ps)
+	}
+	for _, n := range s.nodeList {
+		s.sendToNode(n, now)
+		clear(n.cand)
+		n.cand = n.cand[:0]
+	}
+	clear(s.nodeList)
+	s.nodeList = s.nodeList[:0]
+	return next
+}
+
+// sendToNode sends as many requests to n as the limiter allows, each with
+// at most one batch per partition.
+func (s *sender) sendToNode(n *nodeState, now time.Time) {
+	version, ok := n.conn.Version(0)
+	if !ok || version < 3 {
+		return // dial() rejects such brokers; the conn is being replaced
+	}
+	for len(n.cand) > 0 {
+		// Keep the request under max.request.size; the rest waits for the
+		// next request.
+		cands := n.cand
+		size := 0
+		for i, ps := range cands {
+			size += s.peekSize(ps)
+			if i > 0 && size > s.cfg.maxRequestSize {
+				cands = cands[:i]
+				break
+			}
+		}
+		s.lims = s.lims[:0]
+		for _, ps := range cands {
+			s.lims = append(s.lims, ps.lim)
+		}
+		sr := &sentRequest{node: n, conn: n.conn, version: version}
+		if !s.p.lim.Reserve(n.lim, s.lims, &sr.ir) {
+			return
+		}
+		j := 0
+		for _, t := range sr.ir.Tickets {
+			for cands[j].lim != t.Partition {
+				j++
+			}
+			sr.batches = append(sr.batches, s.takeBatch(cands[j]))
+		}
+		s.issue(sr)
+		// Partitions that still have batches and room go in the next request.
+		keep := n.cand[:0]
+		for _, ps := range n.cand {
+			if s.hasSendable(ps) && s.p.lim.MayReserve(ps.lim) {
+				keep = append(keep, ps)
+			}
+		}
+		clear(n.cand[len(keep):])
+		n.cand = keep
+	}
+}
+
+// hasSendable reports whether ps has a batch to send. While an epoch bump
+// waits, only batches whose earlier attempt may be in the log go out, under
+// the old epoch, until the broker tells their fate: renumbering them first
+// could write them twice.
+func (s *sender) hasSendable(ps *partitionState) bool {
+	if s.needBump {
+		return ps.unresolved()
+	}
+	if len(ps.retry) > 0 {
+		return true
+	}
+	return ps.sealedCount > 0 && s.withinWindow(ps)
+}
+
+// withinWindow reports whether a new batch of ps would stay within the
+// broker's window counted from the oldest unacknowledged batch. Counting
+// batches in flight is not enough: if an early response is lost while later
+// ones are acked, the limiter frees slots, and batches sent on them would
+// push the unacknowledged one out of the broker's retained window, so its
+// retry could never be recognised as a duplicate.
+func (s *sender) withinWindow(ps *partitionState) bool {
+	var oldest uint64
+	switch {
+	case len(ps.retry) > 0:
+		oldest = ps.retry[0].ord
+	case len(ps.inflight) > 0:
+		oldest = ps.inflight[0].ord
+	default:
+		return true
+	}
+	return ps.nextOrd-oldest < uint64(s.p.lim.Limit(ps.lim))
+}
+
+// resolving reports whether some batch must be resent under the old epoch
+// before the epoch can be bumped.
+func (s *sender) resolving() bool {
+	for _, ps := range s.active {
+		if ps.unresolved() {
+			return true
+		}
+	}
+	return false
+}
+
+// unresolved reports whether a batch waiting for retry may be in the log.
+func (ps *partitionState) unresolved() bool {
+	for _, b := range ps.retry {
+		if b.maybeWritten {
+			return true
+		}
+	}
+	return false
+}
+
+// peekSize estimates the bytes ps's next batch adds to a request.
+func (s *sender) peekSize(ps *partitionState) int {
+	if len(ps.retry) > 0 {
+		return len(ps.retry[0].bytes) + 64
+	}
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	if len(ps.sealed) == 0 {
+		return 0
+	}
+	return ps.sealed[0].builder.EncodedLen() + protocol.RecordBatchOverhead + 64
+}
+
+// takeBatch moves ps's next batch in flight: a retry first, in sequence
+// order, else the oldest sealed batch, which gets its sequence number now.
+func (s *sender) takeBatch(ps *partitionState) *batch {
+	var b *batch
+	if len(ps.retry) > 0 {
+		b = ps.retry[0]
+		ps.retry = ps.retry[1:]
+		ps.retried.Add(1)
+		s.stats.batchesRetried.Add(1)
+	} else {
+		s.p.mu.Lock()
+		b = ps.sealed[0]
+		ps.sealed[0] = nil
+		ps.sealed = ps.sealed[1:]
+		s.p.mu.Unlock()
+		ps.sealedCount--
+		b.seq = ps.nextSeq
+		ps.nextSeq = addSeq(ps.nextSeq, b.builder.NumRecords())
+		b.ord = ps.nextOrd
+		ps.nextOrd++
+		var err error
+		b.bytes, err = b.builder.Build(b.bytes[:0], protocol.BatchHeader{
+			ProducerID:    s.pid,
+			ProducerEpoch: s.epoch,
+			BaseSequence:  b.seq,
+			Compression:   s.cfg.compression,
+		})
+		if err != nil {
+			// Only a codec failure can get here; the records stay safe
+			// and the batch is sent uncompressed.
+			s.p.log.Error("compressing a batch failed; sending it uncompressed", "err", err)
+			b.bytes, _ = b.builder.Build(b.bytes[:0], protocol.BatchHeader{
+				ProducerID: s.pid, ProducerEpoch: s.epoch, BaseSequence: b.seq,
+			})
+		}
+	}
+	b.attempts++
+	ps.sent.Add(1)
+	s.stats.batchesSent.Add(1)
+	ps.inflight = append(ps.inflight, b)
+	s.totalInflight++
+	return b
+}
+
+// addSeq adds n to a sequence number; sequences wrap from 2^31-1 to 0.
+func addSeq(seq int32, n int) int32 {
+	return int32((int64(seq) + int64(n)) & 0x7fffffff)
+}
+
+// issue writes one ProduceRequest; its outcome comes back as an event.
+func (s *sender) issue(sr *sentRequest) {
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = -1
+	req.TimeoutMillis = int32(s.cfg.requestTimeout.Milliseconds())
+	for _, b := range sr.batches {
+		t := b.part.topic
+		var topic *kmsg.ProduceRequestTopic
+		for i := range req.Topics {
+			if req.Topics[i].Topic == t.name {
+				topic = &req.Topics[i]
+				break
+			}
+		}
+		if topic == nil {
+			req.Topics = append(req.Topics, kmsg.NewProduceRequestTopic())
+			topic = &req.Topics[len(req.Topics)-1]
+			topic.Topic = t.name
+			topic.TopicID = t.id
+		}
+		part := kmsg.NewProduceRequestTopicPartition()
+		part.Partition = b.part.id
+		part.Records = b.bytes
+		topic.Partitions = append(topic.Partitions, part)
+	}
+	// A request timeout closes the connection below, so the broker's own
+	// timeout gets the same budget.
+	sr.conn.Send(req, s.cfg.requestTimeout, func(resp kmsg.Response, err error) {
+		s.p.post(func() { s.handleProduce(sr, resp, err) })
+	})
+}

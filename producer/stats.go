@@ -1,0 +1,97 @@
+package producer
+
+import (
+	"sort"
+
+	"github.com/longhaul-kafka/longhaul/inflight"
+)
+
+// PartitionStats is one partition's in-flight state at the time of
+// [Producer.Stats].
+type PartitionStats struct {
+	Topic     string
+	Partition int32
+	Leader    int32 // broker id, -1 if unknown
+	// Limit is the partition's current in-flight limit: 5 until learned
+	// from a ProduceResponse, then the broker's window (KIP-1269).
+	Limit          int
+	InFlight       int   // batches in flight now
+	Gated          bool  // at most one batch in flight until one is acked
+	BatchesSent    int64 // batches sent, retries included
+	BatchesRetried int64 // batches sent again after a failure
+}
+
+// NodeStats is one broker connection's state.
+type NodeStats struct {
+	ID               int32
+	Connected        bool
+	RequestsInFlight int
+}
+
+// Stats is a snapshot of the producer, from [Producer.Stats].
+type Stats struct {
+	ProducerID     int64 // -1 before InitProducerId answered
+	ProducerEpoch  int16
+	EpochBumps     int64
+	RecordsSent    int64 // records acknowledged
+	RecordsFailed  int64 // records failed after they were accepted
+	BatchesSent    int64
+	BatchesRetried int64
+	Partitions     []PartitionStats // sorted by topic, then partition
+	Nodes          []NodeStats      // sorted by id
+}
+
+// Stats returns a snapshot of windows, in-flight counts and totals. It is
+// safe to call from any goroutine; the numbers may be a moment apart.
+func (p *Producer) Stats() Stats {
+	s := p.s
+	st := Stats{
+		ProducerID:     -1,
+		EpochBumps:     s.bumps.Load(),
+		RecordsSent:    s.stats.recordsSent.Load(),
+		RecordsFailed:  s.stats.recordsFailed.Load(),
+		BatchesSent:    s.stats.batchesSent.Load(),
+		BatchesRetried: s.stats.batchesRetried.Load(),
+	}
+	if id := s.idPub.Load(); id >= 0 {
+		st.ProducerID, st.ProducerEpoch = id>>16, int16(uint16(id))
+	}
+	p.mu.Lock()
+	for _, t := range p.topics {
+		for _, ps := range t.parts {
+			st.Partitions = append(st.Partitions, PartitionStats{
+				Topic:          t.name,
+				Partition:      ps.id,
+				Leader:         ps.leaderPub.Load(),
+				Limit:          p.lim.Limit(ps.lim),
+				InFlight:       p.lim.InFlight(ps.lim),
+				Gated:          p.lim.Gated(ps.lim),
+				BatchesSent:    ps.sent.Load(),
+				BatchesRetried: ps.retried.Load(),
+			})
+		}
+	}
+	for _, n := range p.nodes {
+		st.Nodes = append(st.Nodes, NodeStats{ID: n.id, Connected: n.connected.Load(), RequestsInFlight: p.lim.NodeInFlight(n.lim)})
+	}
+	p.mu.Unlock()
+	sort.Slice(st.Partitions, func(i, j int) bool {
+		a, b := st.Partitions[i], st.Partitions[j]
+		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
+	})
+	sort.Slice(st.Nodes, func(i, j int) bool { return st.Nodes[i].ID < st.Nodes[j].ID })
+	return st
+}
+
+// InFlightLimit returns the current in-flight limit of a partition: 5
+// (inflight.DefaultWindow) until the producer has learned the broker's
+// window from a ProduceResponse, or for a partition it does not know.
+func (p *Producer) InFlightLimit(topic string, partition int32) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := p.topics[topic]
+	if t == nil || partition < 0 || int(partition) >= len(t.parts) {
+		return inflight.DefaultWindow
+	}
+	return p.lim.Limit(t.parts[partition].lim)
+}
