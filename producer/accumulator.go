@@ -44,7 +44,7 @@ type partitionState struct {
 
 	// Owned by the sender goroutine.
 	lim           *inflight.Partition
-	leader        int32 // leader the limiter knows, -1 = none
+	leader        int32        // leader the limiter knows, -1 = none
 	leaderPub     atomic.Int32 // leader, for Stats
 	leaderEpoch   int32
 	pendingLeader int32 // leader to switch to once in-flight batches finish
@@ -70,7 +70,7 @@ type batch struct {
 	memory  int64
 
 	// Owned by the sender once sealed.
-	bytes    []byte // built RecordBatch, nil until first sent
+	bytes        []byte // built RecordBatch, nil until first sent
 	seq          int32
 	ord          uint64 // send order within the partition, survives renumbering
 	attempts     int

@@ -42,8 +42,8 @@ func TestDefaultsComeFromTable(t *testing.T) {
 
 func TestInvalidConfigNamesProperty(t *testing.T) {
 	cases := []struct {
-		props map[string]string
-		prop  string
+		props  map[string]string
+		prop   string
 		range_ string
 	}{
 		{map[string]string{"batch.size": "0"}, "batch.size", "between 1 and"},

@@ -70,8 +70,8 @@ type nodeState struct {
 	dialing      bool
 	backoffUntil time.Time
 	failures     int
-	lastErr      error       // why the last connection failed, for timeouts
-	connected    atomic.Bool // for Stats
+	lastErr      error             // why the last connection failed, for timeouts
+	connected    atomic.Bool       // for Stats
 	cand         []*partitionState // scratch: partitions with a batch for this node
 }
 
