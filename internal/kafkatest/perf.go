@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -137,6 +138,9 @@ func ParsePerfSummary(out string) (PerfSummary, error) {
 		v, err := strconv.ParseFloat(m[5+i], 64)
 		if err != nil {
 			return PerfSummary{}, fmt.Errorf("kafkatest: perf summary: %w", err)
+		}
+		if v*float64(time.Millisecond) >= math.MaxInt64 {
+			return PerfSummary{}, fmt.Errorf("kafkatest: perf summary latency %q ms out of range", m[5+i])
 		}
 		*d = time.Duration(v * float64(time.Millisecond))
 	}

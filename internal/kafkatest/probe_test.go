@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/longhaul-kafka/longhaul/protocol"
 )
 
 // produceKey is the Produce API key.
@@ -123,9 +125,21 @@ func testProbeProduceResponseTag1(t *testing.T, c *Cluster) {
 	if err := kerr.ErrorForCode(first.ErrorCode); err != nil {
 		t.Fatalf("Produce v%d: %v", maxV, err)
 	}
+	// protocol.BatchesToRetain is what longhaul uses; the raw look at the
+	// unknown tags also catches a tag 1 sent below v14.
+	pn, ppresent, err := protocol.BatchesToRetain(maxV, &first)
+	if err != nil {
+		t.Fatal(err)
+	}
 	n, present, err := batchesToRetain(first)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if ppresent != present || (present && pn != n) {
+		t.Errorf("protocol.BatchesToRetain = %d, %v; raw tag 1 = %d, %v", pn, ppresent, n, present)
+	}
+	if !ppresent && pn != 5 {
+		t.Errorf("protocol.BatchesToRetain without the field = %d, want the default 5", pn)
 	}
 	var tags []uint32
 	first.UnknownTags.Each(func(tag uint32, _ []byte) { tags = append(tags, tag) })
