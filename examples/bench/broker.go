@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/longhaul-kafka/longhaul/internal/broker"
+)
+
+// brokerSpec is the cluster one case runs against: one node, one topic.
+type brokerSpec struct {
+	rtt        time.Duration
+	bandwidth  int64 // bytes/s per direction, 0 = no cap
+	topic      string
+	partitions int
+	window     int
+}
+
+// runningBroker is a started cluster: in this process, or a child process
+// of examples/broker so that its CPU and allocations are not the client's.
+type runningBroker struct {
+	addr  string
+	pid   int // child pid, 0 when in-process
+	stop  func() error
+	inner *broker.Cluster // in-process only
+}
+
+// brokerStarter starts a fresh cluster per case; every case gets a new one
+// because the embedded broker keeps its whole log in memory.
+type brokerStarter struct {
+	bin string // examples/broker binary; "" = in-process
+}
+
+// newBrokerStarter resolves how brokers run: mode "inproc", "child" (build
+// examples/broker once into dir), or a path to a prebuilt binary.
+func newBrokerStarter(mode, dir string) (*brokerStarter, error) {
+	switch mode {
+	case "inproc":
+		return &brokerStarter{}, nil
+	case "child":
+		bin := filepath.Join(dir, "broker")
+		cmd := exec.Command("go", "build", "-o", bin, "github.com/longhaul-kafka/longhaul/examples/broker")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("building examples/broker (run from the module, or use --broker inproc or --broker PATH): %w", err)
+		}
+		return &brokerStarter{bin: bin}, nil
+	default:
+		if _, err := os.Stat(mode); err != nil {
+			return nil, fmt.Errorf("--broker %q: want inproc, child or a path to an examples/broker binary: %w", mode, err)
+		}
+		return &brokerStarter{bin: mode}, nil
+	}
+}
+
+func (bs *brokerStarter) inProcess() bool { return bs.bin == "" }
+
+func (bs *brokerStarter) start(spec brokerSpec) (*runningBroker, error) {
+	if bs.bin == "" {
+		c, err := broker.Start(broker.Config{
+			RTT:       spec.rtt,
+			Bandwidth: spec.bandwidth,
+			Topics:    []broker.TopicConfig{{Name: spec.topic, Partitions: int32(spec.partitions), Window: spec.window}},
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &runningBroker{addr: c.Addr(), stop: c.Close, inner: c}, nil
+	}
+	cmd := exec.Command(bs.bin,
+		"--addr", "127.0.0.1:0",
+		"--rtt", spec.rtt.String(),
+		"--bandwidth", strconv.FormatInt(spec.bandwidth, 10),
+		"--topics", fmt.Sprintf("%s:%d:%d", spec.topic, spec.partitions, spec.window))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	kill := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		sent := false
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "bootstrap: "); ok && !sent {
+				addr <- a
+				sent = true
+			}
+		}
+		if !sent {
+			close(addr)
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	select {
+	case a, ok := <-addr:
+		if !ok {
+			kill()
+			return nil, errors.New("broker child exited before printing its address")
+		}
+		stop := func() error {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				return err
+			case <-time.After(5 * time.Second):
+				_ = cmd.Process.Kill()
+				return <-done
+			}
+		}
+		return &runningBroker{addr: a, pid: cmd.Process.Pid, stop: stop}, nil
+	case <-time.After(30 * time.Second):
+		kill()
+		return nil, errors.New("broker child did not print its address within 30s")
+	}
+}
+
+// waitCtx is a small helper for bounded shutdown waits.
+func waitCtx(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}

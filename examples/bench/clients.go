@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/longhaul-kafka/longhaul/producer"
+)
+
+// clientKind is one column of the comparison.
+type clientKind struct {
+	name   string // as printed and as given to --clients
+	kgo    bool
+	window int // topic window the broker announces (producer.state.batches.to.retain)
+	cap5   bool // longhaul with MaxWindow(5): what clients without KIP-1269 do
+}
+
+// allClients are the clients of the matrix, in print order.
+var allClients = []clientKind{
+	{name: "lh-w5", window: 5},
+	{name: "lh-w20", window: 20},
+	{name: "lh-w50", window: 50},
+	{name: "lh-cap5", window: 50, cap5: true},
+	{name: "kgo", window: 50, kgo: true},
+}
+
+// kgoMaxInflight is what kgo allows per broker with idempotence: 5 produce
+// requests (4 until the first response), each with at most one batch per
+// partition; MaxProduceRequestsInflightPerBroker is rejected when
+// idempotent, so this is its best setting.
+const kgoMaxInflight = 5
+
+// perPartitionWindow is how many batches of one partition the client can
+// have in flight: the announced window, or 5 for clients without KIP-1269,
+// never more than the requests one connection may have in flight.
+func (k clientKind) perPartitionWindow(maxInFlight int) int {
+	switch {
+	case k.kgo:
+		return kgoMaxInflight
+	case k.cap5:
+		return min(5, maxInFlight)
+	default:
+		return min(k.window, maxInFlight)
+	}
+}
+
+// caseState is what a client's callbacks report into; written from
+// callback goroutines, read by the measuring goroutine.
+type caseState struct {
+	acked    atomic.Int64
+	failed   atomic.Int64
+	stopping atomic.Bool // set when production stops: later failures are the shutdown's
+	hist     histogram
+	firstErr atomic.Pointer[error]
+}
+
+func (st *caseState) done(start time.Time, err error) {
+	if err != nil {
+		if !st.stopping.Load() {
+			st.failed.Add(1)
+			st.firstErr.CompareAndSwap(nil, &err)
+		}
+		return
+	}
+	st.acked.Add(1)
+	st.hist.add(time.Since(start))
+}
+
+// clientConfig is the workload given to both clients.
+type clientConfig struct {
+	addr        string
+	topic       string
+	recordSize  int
+	batchSize   int
+	linger      time.Duration
+	bufferBytes int64
+	maxInFlight int // longhaul max.in.flight.requests.per.connection
+}
+
+// produceLoop is what a client runs until stop: produce records as fast as
+// the client accepts them. Records are recycled through a free list once
+// their callback ran, so the loop itself does not allocate per record in
+// steady state.
+type produceLoop interface {
+	run(ctx context.Context, st *caseState)
+	close()
+}
+
+// longhaulLoop drives a longhaul producer.
+type longhaulLoop struct {
+	p     *producer.Producer
+	cfg   clientConfig
+	value []byte
+	free  chan *producer.Record
+}
+
+func newLonghaul(cfg clientConfig, k clientKind) (*longhaulLoop, error) {
+	opts := []producer.Opt{
+		producer.BootstrapServers(cfg.addr),
+		producer.BatchSize(cfg.batchSize),
+		producer.Linger(cfg.linger),
+		producer.BufferMemory(cfg.bufferBytes),
+		// Room for one full batch of every partition in one request.
+		producer.MaxRequestSize(int(min(cfg.bufferBytes, 6<<20))),
+		producer.MaxInFlightRequestsPerConnection(cfg.maxInFlight),
+		producer.Property("acks", "all"),
+	}
+	if k.cap5 {
+		opts = append(opts, producer.MaxWindow(5))
+	}
+	p, err := producer.New(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &longhaulLoop{p: p, cfg: cfg, value: make([]byte, cfg.recordSize), free: make(chan *producer.Record, freeListCap(cfg))}, nil
+}
+
+func freeListCap(cfg clientConfig) int {
+	return int(cfg.bufferBytes/int64(cfg.recordSize)) + 4096
+}
+
+func (l *longhaulLoop) run(ctx context.Context, st *caseState) {
+	cb := func(r *producer.Record, err error) {
+		st.done(r.Timestamp, err)
+		select {
+		case l.free <- r:
+		default:
+		}
+	}
+	for ctx.Err() == nil {
+		var r *producer.Record
+		select {
+		case r = <-l.free:
+		default:
+			r = &producer.Record{Topic: l.cfg.topic, Value: l.value}
+		}
+		r.Partition, r.Offset = 0, 0
+		r.Timestamp = time.Now()
+		l.p.Produce(ctx, r, cb)
+	}
+}
+
+func (l *longhaulLoop) close() {
+	ctx, cancel := waitCtx(3 * time.Second)
+	defer cancel()
+	_ = l.p.Close(ctx)
+}
+
+// kgoLoop drives a franz-go client with idempotence on (its default).
+type kgoLoop struct {
+	cl    *kgo.Client
+	value []byte
+	free  chan *kgo.Record
+}
+
+func newKgo(cfg clientConfig) (*kgoLoop, error) {
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(cfg.addr),
+		kgo.DefaultProduceTopic(cfg.topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(cfg.linger),
+		kgo.ProducerBatchMaxBytes(int32(cfg.batchSize)),
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.MaxBufferedBytes(int(cfg.bufferBytes)),
+		kgo.MaxBufferedRecords(int(cfg.bufferBytes/int64(cfg.recordSize))+1),
+		// Sticky per batch, as the Java client and longhaul do for
+		// records without a key.
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+		kgo.DisableClientMetrics(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("kgo: %w", err)
+	}
+	return &kgoLoop{cl: cl, value: make([]byte, cfg.recordSize), free: make(chan *kgo.Record, freeListCap(cfg))}, nil
+}
+
+func (k *kgoLoop) run(ctx context.Context, st *caseState) {
+	promise := func(r *kgo.Record, err error) {
+		st.done(r.Timestamp, err)
+		select {
+		case k.free <- r:
+		default:
+		}
+	}
+	for ctx.Err() == nil {
+		var r *kgo.Record
+		select {
+		case r = <-k.free:
+		default:
+			r = new(kgo.Record)
+		}
+		*r = kgo.Record{Value: k.value, Timestamp: time.Now()}
+		k.cl.Produce(ctx, r, promise)
+	}
+}
+
+func (k *kgoLoop) close() { k.cl.Close() }

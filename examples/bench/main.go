@@ -1,0 +1,493 @@
+// Command bench compares, in one process and one run, the throughput,
+// latency, CPU and allocations of producing the same workload through
+//
+//   - longhaul against a topic whose KIP-1269 window is 5, 20 or 50
+//     (lh-w5, lh-w20, lh-w50);
+//   - longhaul capped to 5 batches in flight per partition with MaxWindow(5),
+//     which is what every client does without KIP-1269 (lh-cap5);
+//   - franz-go's kgo with idempotence and its best settings (kgo);
+//
+// over an emulated round trip, against longhaul's embedded broker. Every
+// case gets a fresh broker, by default in a child process (examples/broker,
+// built once) so that the client's CPU and allocations are measured apart
+// from the broker's. Each case produces 1 KiB records as fast as the client
+// accepts them for a fixed time and measures only after a warm-up, so slow
+// cases cost no more time than fast ones.
+//
+// Run the full matrix (about 10 minutes) with
+//
+//	go run ./examples/bench
+//
+// a few-second smoke run with
+//
+//	go run ./examples/bench --quick
+//
+// or a subset, for example
+//
+//	go run ./examples/bench --rtt 50ms --partitions 1 --batch 16384 --clients lh-w20,kgo
+//
+// go run ./examples/bench -h lists every flag. The table it prints, and
+// what each column means, is in README.md beside this file.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// options are the parsed flags.
+type options struct {
+	rtts        []time.Duration
+	partitions  []int
+	batches     []int
+	clients     []clientKind
+	recordSize  int
+	duration    time.Duration
+	warmup      time.Duration // 0 = max(1s, 6 RTT)
+	linger      time.Duration
+	bandwidth   int64
+	maxInFlight int
+	brokerMode  string
+	cpuProfile  string
+	memProfile  string
+}
+
+// result is one measured case.
+type result struct {
+	rtt        time.Duration
+	partitions int
+	batch      int
+	client     clientKind
+	seconds    float64
+	records    int64
+	failed     int64
+	firstErr   error
+	mbps       float64 // payload (record value) MB/s, 1 MB = 1e6 bytes
+	recsPerSec float64
+	p50, p99   time.Duration
+	cpuPerGB   float64 // client process CPU seconds per GB of payload
+	brokerPerG float64 // child broker CPU seconds per GB, -1 if in-process
+	allocsRec  float64
+	boundMBps  float64 // +Inf when nothing but CPU bounds it
+	window     int     // batches in flight per partition the bound assumes
+}
+
+// run parses args, runs the cases and prints the table. It returns the
+// exit status: 0, 1 when a case failed, 2 for bad flags.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\nRun with -h for the flags.\n", err)
+		return 2
+	}
+	dir, err := os.MkdirTemp("", "longhaul-bench-")
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	bs, err := newBrokerStarter(o.brokerMode, dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 1
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
+	where := "child process (client CPU and allocations exclude the broker)"
+	if bs.inProcess() {
+		where = "in this process (CPU and allocations include the broker)"
+	}
+	fmt.Fprintf(stdout, "broker: %s; %d-byte records, linger %v, longhaul max.in.flight.requests.per.connection=%d, bandwidth %s, %v per case after warm-up\n\n",
+		where, o.recordSize, o.linger, o.maxInFlight, fmtBandwidth(o.bandwidth), o.duration)
+	printHeader(stdout)
+	var results []result
+	status := 0
+	for _, rtt := range o.rtts {
+		for _, parts := range o.partitions {
+			for _, batch := range o.batches {
+				for _, k := range o.clients {
+					if ctx.Err() != nil {
+						return 1
+					}
+					r, err := runCase(ctx, bs, o, rtt, parts, batch, k)
+					if err != nil {
+						fmt.Fprintf(stderr, "bench: rtt %v, %d partitions, batch %d, %s: %v\n", rtt, parts, batch, k.name, err)
+						status = 1
+						continue
+					}
+					if r.records == 0 || r.failed > 0 {
+						status = 1
+					}
+					printRow(stdout, r)
+					results = append(results, r)
+				}
+			}
+		}
+	}
+	fmt.Fprintln(stdout)
+	printTargets(stdout, results)
+	if o.memProfile != "" {
+		if f, err := os.Create(o.memProfile); err == nil {
+			_ = pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
+	}
+	return status
+}
+
+// runCase measures one client over one broker configuration.
+func runCase(ctx context.Context, bs *brokerStarter, o options, rtt time.Duration, parts, batch int, k clientKind) (result, error) {
+	res := result{rtt: rtt, partitions: parts, batch: batch, client: k}
+	w := k.perPartitionWindow(o.maxInFlight)
+	res.window = w
+	res.boundMBps = boundBytesPerSec(o.bandwidth, w, batch, rtt, parts) / 1e6
+
+	b, err := bs.start(brokerSpec{rtt: rtt, bandwidth: o.bandwidth, topic: "bench", partitions: parts, window: k.window})
+	if err != nil {
+		return res, fmt.Errorf("broker: %w", err)
+	}
+	defer b.stop()
+
+	cfg := clientConfig{
+		addr:        b.addr,
+		topic:       "bench",
+		recordSize:  o.recordSize,
+		batchSize:   batch,
+		linger:      o.linger,
+		bufferBytes: bufferFor(rtt, parts, w, batch),
+		maxInFlight: o.maxInFlight,
+	}
+	var loop produceLoop
+	if k.kgo {
+		loop, err = newKgo(cfg)
+	} else {
+		loop, err = newLonghaul(cfg, k)
+	}
+	if err != nil {
+		return res, err
+	}
+	runtime.GC()
+	debug.FreeOSMemory()
+
+	st := new(caseState)
+	pctx, stopProducing := context.WithCancel(ctx)
+	loopDone := make(chan struct{})
+	go func() {
+		defer close(loopDone)
+		loop.run(pctx, st)
+	}()
+	warm := o.warmup
+	if warm == 0 {
+		warm = max(time.Second, 6*rtt)
+	}
+	sleep(ctx, warm)
+	start := sample(b.pid, st)
+	sleep(ctx, o.duration)
+	end := sample(b.pid, st)
+	st.stopping.Store(true)
+	stopProducing()
+	<-loopDone
+	loop.close()
+
+	res.seconds = end.at.Sub(start.at).Seconds()
+	res.records = end.acked - start.acked
+	res.failed = end.failed - start.failed
+	if e := st.firstErr.Load(); e != nil {
+		res.firstErr = *e
+	}
+	payload := float64(res.records) * float64(o.recordSize)
+	res.mbps = payload / res.seconds / 1e6
+	res.recsPerSec = float64(res.records) / res.seconds
+	res.p50 = quantile(start.hist, end.hist, 0.50)
+	res.p99 = quantile(start.hist, end.hist, 0.99)
+	if payload > 0 {
+		res.cpuPerGB = (end.cpu - start.cpu).Seconds() / (payload / 1e9)
+		res.brokerPerG = -1
+		if end.brokerCPU >= 0 && start.brokerCPU >= 0 {
+			res.brokerPerG = (end.brokerCPU - start.brokerCPU).Seconds() / (payload / 1e9)
+		}
+		res.allocsRec = float64(end.mallocs-start.mallocs) / float64(res.records)
+	}
+	return res, nil
+}
+
+// sample reads resource usage together with the case's counters.
+func sample(brokerPID int, st *caseState) usage {
+	u := readUsage(brokerPID)
+	u.acked = st.acked.Load()
+	u.failed = st.failed.Load()
+	u.hist = st.hist.snapshot()
+	return u
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// boundBytesPerSec is the physical bound of a case in bytes/s:
+// min(link bandwidth, partitions x window x batch.size / RTT), window being
+// the batches in flight per partition, already limited by
+// max.in.flight.requests.per.connection (one node, one connection, and at
+// most one batch per partition per request). +Inf when neither applies
+// (RTT 0 and no bandwidth cap).
+func boundBytesPerSec(bandwidth int64, window, batch int, rtt time.Duration, partitions int) float64 {
+	bound := math.Inf(1)
+	if rtt > 0 {
+		bound = float64(partitions) * float64(window) * float64(batch) / rtt.Seconds()
+	}
+	if bandwidth > 0 {
+		bound = math.Min(bound, float64(bandwidth))
+	}
+	return bound
+}
+
+// bufferFor sizes buffer.memory (kgo: MaxBufferedBytes) for a case: twice
+// what the client can have in flight, so the pipe stays full while latency
+// stays about two round trips instead of however long a fixed 32 MiB takes
+// to drain over a slow window; 32 MiB (Kafka's default) at RTT 0, and never
+// more than 256 MiB. Both clients get the same rule.
+func bufferFor(rtt time.Duration, partitions, window, batch int) int64 {
+	if rtt == 0 {
+		return 32 << 20
+	}
+	b := 2 * int64(partitions) * int64(window) * int64(batch)
+	return min(max(b, 256<<10), 256<<20)
+}
+
+func fmtBandwidth(bw int64) string {
+	if bw == 0 {
+		return "uncapped"
+	}
+	return fmt.Sprintf("%.1f MB/s per direction", float64(bw)/1e6)
+}
+
+func printHeader(w io.Writer) {
+	fmt.Fprintln(w, "| RTT | parts | batch | client | MB/s | records/s | p50 | p99 | client CPU s/GB | broker CPU s/GB | allocs/rec | bound MB/s | of bound | errors |")
+	fmt.Fprintln(w, "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+}
+
+func printRow(w io.Writer, r result) {
+	bound, ratio := "-", "-"
+	if !math.IsInf(r.boundMBps, 1) {
+		bound = fmt.Sprintf("%.1f", r.boundMBps)
+		ratio = fmt.Sprintf("%.0f%%", 100*r.mbps/r.boundMBps)
+	}
+	broker := "-"
+	if r.brokerPerG >= 0 {
+		broker = fmt.Sprintf("%.2f", r.brokerPerG)
+	}
+	errs := strconv.FormatInt(r.failed, 10)
+	if r.firstErr != nil {
+		errs += " (" + r.firstErr.Error() + ")"
+	}
+	fmt.Fprintf(w, "| %v | %d | %s | %s | %.1f | %.0f | %s | %s | %.2f | %s | %.2f | %s | %s | %s |\n",
+		r.rtt, r.partitions, fmtBytes(r.batch), r.client.name, r.mbps, r.recsPerSec,
+		fmtDur(r.p50), fmtDur(r.p99), r.cpuPerGB, broker, r.allocsRec, bound, ratio, errs)
+}
+
+func fmtBytes(n int) string {
+	if n%1024 == 0 {
+		return fmt.Sprintf("%dK", n/1024)
+	}
+	return strconv.Itoa(n)
+}
+
+// printTargets checks the results against issue 7's targets, for the cases
+// that were run.
+func printTargets(w io.Writer, rs []result) {
+	find := func(rtt time.Duration, parts, batch int, client string) *result {
+		for i := range rs {
+			r := &rs[i]
+			if r.rtt == rtt && r.partitions == parts && r.batch == batch && r.client.name == client {
+				return r
+			}
+		}
+		return nil
+	}
+	fmt.Fprintln(w, "Targets:")
+	if lh, kg := find(50*time.Millisecond, 1, 16384, "lh-w20"), find(50*time.Millisecond, 1, 16384, "kgo"); lh != nil {
+		line := fmt.Sprintf("- RTT 50ms, 1 partition, W=20, 16K: %.1f MB/s = %.0f%% of the %.1f MB/s bound (target >= 90%%)",
+			lh.mbps, 100*lh.mbps/lh.boundMBps, lh.boundMBps)
+		if kg != nil && kg.mbps > 0 {
+			line += fmt.Sprintf(", %.2fx kgo's %.1f MB/s (target >= 3.5x)", lh.mbps/kg.mbps, kg.mbps)
+		}
+		fmt.Fprintln(w, line)
+	}
+	for _, batch := range []int{16384, 262144} {
+		kg := find(0, 16, batch, "kgo")
+		if kg == nil {
+			continue
+		}
+		for _, name := range []string{"lh-w5", "lh-w20", "lh-w50", "lh-cap5"} {
+			lh := find(0, 16, batch, name)
+			if lh == nil || kg.recsPerSec == 0 || kg.cpuPerGB == 0 {
+				continue
+			}
+			fmt.Fprintf(w, "- RTT 0, 16 partitions, %s, %s: %.2fx kgo's records/s (target >= 1), CPU/GB %.2fx kgo's (target <= 1)\n",
+				fmtBytes(batch), name, lh.recsPerSec/kg.recsPerSec, lh.cpuPerGB/kg.cpuPerGB)
+		}
+	}
+	worst := -1.0
+	for _, r := range rs {
+		if !r.client.kgo && r.records > 0 {
+			worst = math.Max(worst, r.allocsRec)
+		}
+	}
+	if worst >= 0 {
+		fmt.Fprintf(w, "- longhaul allocations per record, worst case run: %.2f (target <= 1)\n", worst)
+	}
+}
+
+// parseFlags turns the command line into options.
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	o := options{}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: go run ./examples/bench [flags]\n\nCompares longhaul (KIP-1269 windows 5/20/50, capped at 5) with kgo over emulated round trips.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	rtts := fs.String("rtt", "0,10ms,50ms,150ms", "comma-separated emulated round trips")
+	parts := fs.String("partitions", "1,16", "comma-separated partition counts")
+	batches := fs.String("batch", "16384,262144", "comma-separated batch.size values in bytes")
+	clients := fs.String("clients", "lh-w5,lh-w20,lh-w50,lh-cap5,kgo", "comma-separated clients: lh-w5, lh-w20, lh-w50 (longhaul, topic window 5/20/50), lh-cap5 (longhaul with MaxWindow(5)), kgo")
+	fs.IntVar(&o.recordSize, "record", 1024, "record value size in `bytes`")
+	fs.DurationVar(&o.duration, "duration", 4*time.Second, "measured time per case, after the warm-up")
+	fs.DurationVar(&o.warmup, "warmup", 0, "warm-up per case before measuring (0 = max(1s, 6 x RTT))")
+	fs.DurationVar(&o.linger, "linger", 5*time.Millisecond, "linger.ms for both clients")
+	fs.Int64Var(&o.bandwidth, "bandwidth", 0, "emulated link cap in `bytes/s` per direction (0 = none)")
+	fs.IntVar(&o.maxInFlight, "max-in-flight", 64, "longhaul max.in.flight.requests.per.connection")
+	fs.StringVar(&o.brokerMode, "broker", "child", "where brokers run: child (build examples/broker, run it per case), inproc, or the `path` of an examples/broker binary")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `file`")
+	fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile to `file` at the end")
+	quick := fs.Bool("quick", false, "a few-second smoke run: RTT 0 and 10ms, 1 partition, 16K batches, lh-w20, lh-cap5, kgo, 300ms per case, in-process broker unless --broker is given")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *quick {
+		defaults := map[string]func(){
+			"rtt":        func() { *rtts = "0,10ms" },
+			"partitions": func() { *parts = "1" },
+			"batch":      func() { *batches = "16384" },
+			"clients":    func() { *clients = "lh-w20,lh-cap5,kgo" },
+			"duration":   func() { o.duration = 300 * time.Millisecond },
+			"warmup":     func() { o.warmup = 200 * time.Millisecond },
+			"broker":     func() { o.brokerMode = "inproc" },
+		}
+		for name, f := range defaults {
+			if !set[name] {
+				f()
+			}
+		}
+	}
+	var err error
+	if o.rtts, err = parseList(*rtts, "rtt", func(s string) (time.Duration, error) {
+		if s == "0" {
+			return 0, nil
+		}
+		d, err := time.ParseDuration(s)
+		if err == nil && d < 0 {
+			err = errors.New("must be >= 0")
+		}
+		return d, err
+	}); err != nil {
+		return o, err
+	}
+	positive := func(s string) (int, error) {
+		n, err := strconv.Atoi(s)
+		if err == nil && n < 1 {
+			err = errors.New("must be >= 1")
+		}
+		return n, err
+	}
+	if o.partitions, err = parseList(*parts, "partitions", positive); err != nil {
+		return o, err
+	}
+	if o.batches, err = parseList(*batches, "batch", positive); err != nil {
+		return o, err
+	}
+	if o.clients, err = parseList(*clients, "clients", func(s string) (clientKind, error) {
+		for _, k := range allClients {
+			if k.name == s {
+				return k, nil
+			}
+		}
+		return clientKind{}, errors.New("unknown client")
+	}); err != nil {
+		return o, err
+	}
+	switch {
+	case o.recordSize < 1:
+		return o, fmt.Errorf("-record %d: must be >= 1", o.recordSize)
+	case o.duration <= 0:
+		return o, fmt.Errorf("-duration %v: must be > 0", o.duration)
+	case o.warmup < 0:
+		return o, fmt.Errorf("-warmup %v: must be >= 0", o.warmup)
+	case o.maxInFlight < 1:
+		return o, fmt.Errorf("-max-in-flight %d: must be >= 1", o.maxInFlight)
+	case o.bandwidth < 0:
+		return o, fmt.Errorf("-bandwidth %d: must be >= 0", o.bandwidth)
+	}
+	return o, nil
+}
+
+// parseList parses a comma-separated flag value, naming the flag and the
+// bad element on error.
+func parseList[T any](s, name string, parse func(string) (T, error)) ([]T, error) {
+	var out []T
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		v, err := parse(f)
+		if err != nil {
+			return nil, fmt.Errorf("-%s %q: %v", name, f, err)
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("-%s: empty", name)
+	}
+	return out, nil
+}
