@@ -15,7 +15,7 @@ import (
 type clientKind struct {
 	name   string // as printed and as given to --clients
 	kgo    bool
-	window int // topic window the broker announces (producer.state.batches.to.retain)
+	window int  // topic window the broker announces (producer.state.batches.to.retain)
 	cap5   bool // longhaul with MaxWindow(5): what clients without KIP-1269 do
 }
 
