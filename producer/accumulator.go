@@ -161,6 +161,7 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) e
 			ps.inActive = true
 			p.active = append(p.active, ps)
 		}
+		p.wakeSender() // its linger deadline is new to the sender
 	}
 	b.builder.Append(r.Timestamp.UnixMilli(), r.Key, r.Value, r.Headers)
 	b.records = append(b.records, pr)

@@ -197,12 +197,8 @@ func (p *Producer) produce(ctx context.Context, r *Record, cb Callback, block bo
 		p.reject(r, cb, err)
 		return
 	}
-	wake := p.outstanding == 0 || p.flushing > 0
 	p.addOutstandingLocked(1)
 	p.mu.Unlock()
-	if wake {
-		p.wakeSender()
-	}
 }
 
 // reject fails a record that was never accepted. Before Close returns the

@@ -129,8 +129,9 @@ func (s *sender) run() {
 	}
 }
 
+// earliest returns the earlier of two times; the zero time means "none".
 func earliest(a, b time.Time) time.Time {
-	if !b.IsZero() && b.Before(a) {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
 		return b
 	}
 	return a
@@ -149,7 +150,7 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 			if deadline := b.created.Add(s.cfg.linger); flushAll || !now.Before(deadline) {
 				p.sealLocked(ps)
 			} else {
-				next = earliest(earliest(next, deadline), deadline)
+				next = earliest(next, deadline)
 			}
 		}
 		ps.sealedCount = len(ps.sealed)
