@@ -36,6 +36,9 @@ type config struct {
 	metadataMaxAge     time.Duration
 	ignoreKeys         bool
 	windowCap          int
+	securityProtocol   string
+	saslMechanism      string
+	saslUser, saslPass string
 
 	tls    *tls.Config
 	sasl   sasl.Mechanism
@@ -65,7 +68,7 @@ var ignoredProperties = map[string]string{
 }
 
 // properties is the single source of truth for names, defaults and checks.
-var properties = []property{
+var properties = append([]property{
 	{"bootstrap.servers", "", "comma-separated host:port list of brokers to start from", func(c *config, v string) error {
 		c.bootstrap = nil
 		for _, s := range strings.Split(v, ",") {
@@ -130,7 +133,7 @@ var properties = []property{
 	}},
 	{"longhaul.max.window", "0", "cap on batches in flight per partition below the broker's window; 0 = the broker's window",
 		intSetter(0, math.MaxInt32, func(c *config, n int) { c.windowCap = n })},
-}
+}, securityProperties...)
 
 func intSetter(lo, hi int, store func(*config, int)) func(*config, string) error {
 	return func(c *config, v string) error {
@@ -197,6 +200,9 @@ func (c *config) validate() error {
 	if c.deliveryTimeout < c.linger+c.requestTimeout {
 		return &ConfigError{Property: "delivery.timeout.ms", Value: strconv.FormatInt(c.deliveryTimeout.Milliseconds(), 10),
 			Reason: fmt.Sprintf("must be at least linger.ms + request.timeout.ms (%d)", (c.linger + c.requestTimeout).Milliseconds())}
+	}
+	if err := c.applySecurity(); err != nil {
+		return err
 	}
 	if c.retryBackoffMax < c.retryBackoff {
 		c.retryBackoffMax = c.retryBackoff // as the Java client does

@@ -193,6 +193,38 @@ func docStatesDefault(doc, prop, def string) bool {
 	return (def == "0" || def == "none") && strings.Contains(rest, def)
 }
 
+func TestSecurityPropertiesFromJavaConfig(t *testing.T) {
+	p, err := NewFromProperties(map[string]string{
+		"bootstrap.servers": "h:9093",
+		"security.protocol": "SASL_SSL",
+		"sasl.mechanism":    "SCRAM-SHA-512",
+		"sasl.jaas.config":  `org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="s3\"cret";`,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(t.Context())
+	if p.cfg.tls == nil || p.cfg.sasl == nil || p.cfg.sasl.Name() != "SCRAM-SHA-512" {
+		t.Fatalf("tls=%v sasl=%v", p.cfg.tls, p.cfg.sasl)
+	}
+	if p.cfg.saslUser != "alice" || p.cfg.saslPass != `s3"cret` {
+		t.Errorf("jaas parsed as %q/%q", p.cfg.saslUser, p.cfg.saslPass)
+	}
+	_, err = NewFromProperties(map[string]string{"bootstrap.servers": "h:1", "security.protocol": "SASL_PLAINTEXT"})
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Property != "sasl.jaas.config" {
+		t.Errorf("SASL without credentials: %v", err)
+	}
+	plainOnly, err := NewFromProperties(map[string]string{"bootstrap.servers": "h:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plainOnly.Close(t.Context())
+	if plainOnly.cfg.tls != nil || plainOnly.cfg.sasl != nil {
+		t.Error("PLAINTEXT default turned on TLS or SASL")
+	}
+}
+
 func TestPropertyNamesSortedAndDocumented(t *testing.T) {
 	names := PropertyNames()
 	for i, n := range names {
