@@ -226,9 +226,6 @@ func (s *sender) applyLeader(ps *partitionState, leader, epoch int32) {
 	ps.hasPending = false
 	ps.leader, ps.leaderEpoch = leader, epoch
 	ps.leaderPub.Store(leader)
-	if leader >= 0 {
-		s.node(leader)
-	}
 	// Resets the window to 5 and re-arms the first-batch gate.
 	s.p.lim.SetLeader(ps.lim, leader, epoch)
 }
