@@ -138,7 +138,7 @@ func (l *longhaulLoop) run(ctx context.Context, st *caseState) {
 		default:
 		}
 	}
-	for ctx.Err() == nil {
+	for !st.stopping.Load() { // cheaper than ctx.Err per record; runCase sets it before cancelling ctx
 		var r *producer.Record
 		select {
 		case r = <-l.free:
@@ -193,7 +193,7 @@ func (k *kgoLoop) run(ctx context.Context, st *caseState) {
 		default:
 		}
 	}
-	for ctx.Err() == nil {
+	for !st.stopping.Load() { // cheaper than ctx.Err per record; runCase sets it before cancelling ctx
 		var r *kgo.Record
 		select {
 		case r = <-k.free:
