@@ -105,6 +105,7 @@ func testKgoIdempotentThroughProxyWithCuts(t *testing.T, c *Cluster) {
 	const topic, n, partitions = "kgo-cuts", 10000, 3
 	c.CreateTopic(t, topic, partitions, 1, nil)
 	c.SetDelay(2 * time.Millisecond)
+	t.Cleanup(func() { c.SetDelay(0) })
 	prod := c.Client(t,
 		kgo.SeedBrokers(strings.Split(c.ProxiedBootstrap(), ",")...),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -131,11 +132,19 @@ func testKgoIdempotentThroughProxyWithCuts(t *testing.T, c *Cluster) {
 	}
 }
 
-// TestThreeNodeLeaderMovesWhileProducing runs a 3-voter KRaft cluster,
-// moves the leader of partition 0 twice while franz-go produces to it, and
-// checks exactly once, in order, plus the leader epoch bumps.
-func TestThreeNodeLeaderMovesWhileProducing(t *testing.T) {
+// TestThreeNode runs the checks that need a 3-voter KRaft cluster on one
+// cluster (three JVMs take 20-40 s to start on a shared 2-core machine).
+// Each subtest uses its own topic.
+func TestThreeNode(t *testing.T) {
 	c := Start(t, Options{Nodes: 3})
+	t.Run("KgoLeaderMovesWhileProducing", func(t *testing.T) { testKgoLeaderMovesWhileProducing(t, c) })
+	t.Run("LonghaulLeaderMovesWhileProducing", func(t *testing.T) { testLonghaulLeaderMovesWhileProducing(t, c) })
+}
+
+// testKgoLeaderMovesWhileProducing moves the leader of partition 0 twice
+// while franz-go produces to it, and checks exactly once, in order, plus
+// the leader epoch bumps.
+func testKgoLeaderMovesWhileProducing(t *testing.T, c *Cluster) {
 	const topic, n, partitions = "moves", 20000, 3
 	c.CreateTopic(t, topic, partitions, 3, map[string]string{"min.insync.replicas": "2"})
 	before := c.Partition(t, topic, 0)
