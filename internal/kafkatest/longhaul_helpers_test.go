@@ -261,6 +261,8 @@ type leaderSpan struct {
 	leader        int32
 	samples       int
 	gatedSamples  int
+	gatedRuns     int // stretches of consecutive gated samples: how often the gate was seen re-armed
+	lastGated     bool
 	firstGatedIdx int // sample index within the span when first seen gated, -1 if never
 }
 
@@ -291,6 +293,10 @@ func (w *statsWatch) observe(st producer.Stats, topic string) {
 			spans = append(spans, leaderSpan{leader: ps.Leader, firstGatedIdx: -1})
 		}
 		s := &spans[len(spans)-1]
+		if ps.Gated && !s.lastGated {
+			s.gatedRuns++
+		}
+		s.lastGated = ps.Gated
 		if ps.Gated {
 			s.gatedSamples++
 			if s.firstGatedIdx < 0 {
@@ -349,7 +355,7 @@ func (w *statsWatch) String() string {
 		if spans := w.leaders[p]; len(spans) > 1 {
 			fmt.Fprintf(&b, "; p%d leaders", p)
 			for _, s := range spans {
-				fmt.Fprintf(&b, " %d(%d samples, %d gated, first gated at %d)", s.leader, s.samples, s.gatedSamples, s.firstGatedIdx)
+				fmt.Fprintf(&b, " %d(%d samples, %d gated in %d runs, first gated at %d)", s.leader, s.samples, s.gatedSamples, s.gatedRuns, s.firstGatedIdx)
 			}
 		}
 	}

@@ -14,4 +14,5 @@ func TestSingleNode(t *testing.T) {
 	t.Run("LonghaulProduceVersion", func(t *testing.T) { testLonghaulProduceVersion(t, c) })
 	t.Run("LonghaulMillionExactlyOnce", func(t *testing.T) { testLonghaulMillionExactlyOnce(t, c) })
 	t.Run("LonghaulMillionThroughProxyWithCuts", func(t *testing.T) { testLonghaulMillionThroughProxyWithCuts(t, c) })
+	t.Run("PerfSideBySideSmoke", func(t *testing.T) { testPerfSideBySideSmoke(t, c) })
 }
