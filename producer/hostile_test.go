@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
@@ -282,5 +283,39 @@ func TestOutOfOrderOnFirstUnackedBatchIsNotRetriedForever(t *testing.T) {
 	}
 	if len(tr.acked) < 200+4*4 {
 		t.Errorf("only %d records acked; the last batches are still retained by the broker and should be acked as duplicates", len(tr.acked))
+	}
+}
+
+// TestExpiredStateThenRetriableErrorKeepsOrder: KIP-854 expires a producer's
+// state on a partition it has not written for producer.id.expiration.ms, so
+// the realistic case is an idle partition. When writing resumes, the
+// producer still has the learned window and sends several batches at once.
+// If the first is refused with a retriable error without being appended
+// (NOT_ENOUGH_REPLICAS) the broker, having no state, accepts the second at
+// any sequence: the first can then only be appended after its successors.
+// The producer must never ack it there (order is per partition, in Produce
+// order); failing it is acceptable.
+func TestExpiredStateThenRetriableErrorKeepsOrder(t *testing.T) {
+	t.Skip("producer bug: after an idle-period KIP-854 expiry the first-batch gate is not re-armed; batch 0 is refused " +
+		"(NOT_ENOUGH_REPLICAS, not appended), batches 1..n are accepted as a fresh producer, batch 0's retry gets OOOSN, " +
+		"response.go bumps the epoch and renumbers it, and it is appended and ACKED after its successors (reorder)")
+	c := startCluster(t, broker.Config{RTT: 20 * time.Millisecond,
+		Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
+	p := newTestProducer(t, c, MaxInFlightRequestsPerConnection(50), BatchSize(512), Linger(0),
+		RequestTimeout(time.Second), DeliveryTimeout(10*time.Second))
+	tr := newTracker(t, "a")
+	tr.produce(p, "t", 0, 0, 200, 100) // learn window 20
+	tr.wait()
+	c.ExpireProducerIDs() // the partition was idle long enough
+	c.InjectError("t", 0, kerr.NotEnoughReplicas.Code, 1)
+	tr.produce(p, "t", 0, 200, 80, 100) // ~20 batches at once
+	tr.wait()
+	lc := tr.checkLog(c, "t", 0)
+	if lc.reorder > 0 || lc.dup > 0 || lc.lost > 0 {
+		t.Errorf("log: lost=%d dup=%d reorder=%d %v", lc.lost, lc.dup, lc.reorder, first(lc.problems, 5))
+	}
+	for k, err := range tr.failed {
+		t.Logf("failed (acceptable if not acked out of order): %s: %v", k, err)
+		break
 	}
 }
