@@ -5,6 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
 	"github.com/longhaul-kafka/longhaul/producer"
@@ -146,4 +153,154 @@ func ExampleNewFromProperties() {
 	// Output:
 	// <nil>
 	// rejected acks=1
+}
+
+// The README's configuration table is generated from the property table,
+// so it cannot drift: this test fails when they differ, and with
+// LONGHAUL_UPDATE_README=1 it rewrites the table instead.
+
+const (
+	tableBegin = "<!-- config-table:begin -->"
+	tableEnd   = "<!-- config-table:end -->"
+)
+
+// typedOptions maps each property to its typed option; the option's name
+// is read from the function itself, so a rename cannot go unnoticed.
+var typedOptions = map[string]any{
+	"bootstrap.servers":                     producer.BootstrapServers,
+	"client.id":                             producer.ClientID,
+	"max.in.flight.requests.per.connection": producer.MaxInFlightRequestsPerConnection,
+	"batch.size":                            producer.BatchSize,
+	"linger.ms":                             producer.Linger,
+	"buffer.memory":                         producer.BufferMemory,
+	"max.request.size":                      producer.MaxRequestSize,
+	"delivery.timeout.ms":                   producer.DeliveryTimeout,
+	"request.timeout.ms":                    producer.RequestTimeout,
+	"retry.backoff.ms":                      producer.RetryBackoff,
+	"retry.backoff.max.ms":                  producer.RetryBackoffMax,
+	"compression.type":                      producer.Compression,
+	"metadata.max.age.ms":                   producer.MetadataMaxAge,
+	"longhaul.max.window":                   producer.MaxWindow,
+}
+
+// propertyOnly are properties without a typed option, with what to say in
+// the option column instead.
+var propertyOnly = map[string]string{
+	"acks":                    "fixed: all",
+	"enable.idempotence":      "fixed: true",
+	"partitioner.ignore.keys": "`Property`",
+	"security.protocol":       "`Property`, or `TLS`/`SASL`",
+	"sasl.mechanism":          "`Property`, or `SASL`",
+	"sasl.jaas.config":        "`Property`, or `SASL`",
+}
+
+func optionName(fn any) string {
+	name := runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name()
+	return name[strings.LastIndex(name, ".")+1:]
+}
+
+func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+// configTable renders the README table from the producer's property table.
+func configTable(t *testing.T) string {
+	var b strings.Builder
+	b.WriteString("| Kafka property | option | default | meaning |\n|---|---|---|---|\n")
+	for _, name := range producer.PropertyNames() {
+		opt := ""
+		if fn, ok := typedOptions[name]; ok {
+			opt = "`" + optionName(fn) + "`"
+		} else if s, ok := propertyOnly[name]; ok {
+			opt = s
+		} else {
+			t.Errorf("property %s has no entry in typedOptions or propertyOnly (example_test.go): add it so the README can say how to set it", name)
+			continue
+		}
+		def, _ := producer.PropertyDefault(name)
+		switch {
+		case name == "bootstrap.servers":
+			def = "(required)"
+		case def == "":
+			def = "(none)"
+		default:
+			def = "`" + def + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", name, opt, cell(def), cell(producer.PropertyDoc(name)))
+	}
+	return b.String()
+}
+
+func TestREADMEConfigTable(t *testing.T) {
+	const path = "../README.md"
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(raw)
+	i, j := strings.Index(readme, tableBegin), strings.Index(readme, tableEnd)
+	if i < 0 || j < i {
+		t.Fatalf("README.md lacks the %s ... %s markers", tableBegin, tableEnd)
+	}
+	want := configTable(t)
+	got := readme[i+len(tableBegin)+1 : j]
+	if got == want {
+		return
+	}
+	if os.Getenv("LONGHAUL_UPDATE_README") == "1" {
+		updated := readme[:i+len(tableBegin)+1] + want + readme[j:]
+		if err := os.WriteFile(path, []byte(updated), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("rewrote the configuration table in %s", path)
+		return
+	}
+	t.Errorf("README.md's configuration table differs from the property table; run\n\tLONGHAUL_UPDATE_README=1 go test -run TestREADMEConfigTable ./producer\ngot:\n%s\nwant:\n%s", got, want)
+}
+
+// TestREADMEUsageCompiles builds the README's usage example as a program
+// of its own module that requires this one, so the snippet stays valid.
+// It needs the go command and the module cache (no network).
+func TestREADMEUsageCompiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a program with the go command")
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command in PATH")
+	}
+	raw, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(raw), "\n## Usage\n")
+	if !ok {
+		t.Fatal("README.md has no Usage section")
+	}
+	_, code, ok := strings.Cut(rest, "```go\n")
+	if ok {
+		code, _, ok = strings.Cut(code, "```")
+	}
+	if !ok {
+		t.Fatal("README.md's Usage section has no ```go block")
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	gomod := "module readmeusage\n\ngo 1.26.0\n\nrequire github.com/longhaul-kafka/longhaul v0.0.0\n\nreplace github.com/longhaul-kafka/longhaul => " + root + "\n"
+	for name, body := range map[string][]byte{"go.mod": []byte(gomod), "go.sum": sum, "main.go": []byte(code)} {
+		if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(gobin, "build", "-o", filepath.Join(dir, "usage"), ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("README usage example does not build: %v\n%s\n--- main.go ---\n%s", err, out, code)
+	}
 }
