@@ -304,3 +304,46 @@ func TestREADMEUsageCompiles(t *testing.T) {
 		t.Fatalf("README usage example does not build: %v\n%s\n--- main.go ---\n%s", err, out, code)
 	}
 }
+
+// TestREADMECommandsAreRun checks that every command README.md shows as a
+// block (indented four or more spaces, starting with go or bash) is run by
+// scripts/examples-smoke.sh or by CI (.ci/run), so none can rot unseen.
+func TestREADMECommandsAreRun(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	smoke, err := os.ReadFile("../scripts/examples-smoke.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, ciErr := os.ReadFile("../.ci/run")
+	// The smoke script runs the standalone broker as a built binary (so it
+	// can be stopped by pid) and points clients at the address it prints.
+	normalize := strings.NewReplacer(
+		"go run ./examples/broker", `"$tmp/broker"`,
+		"127.0.0.1:9092", `"$bootstrap"`,
+	)
+	var n int
+	for _, line := range strings.Split(string(readme), "\n") {
+		cmd := strings.TrimLeft(line, " ")
+		if len(line)-len(cmd) < 4 || !(strings.HasPrefix(cmd, "go ") || strings.HasPrefix(cmd, "bash ")) {
+			continue
+		}
+		n++
+		cmd = strings.TrimSpace(cmd)
+		if strings.Contains(string(smoke), normalize.Replace(cmd)) {
+			continue
+		}
+		if ciErr != nil {
+			t.Logf("%q is not in the smoke script; .ci/run is not here to check (%v)", cmd, ciErr)
+			continue
+		}
+		if !strings.Contains(string(ci), cmd) {
+			t.Errorf("README command %q is run neither by scripts/examples-smoke.sh nor by .ci/run", cmd)
+		}
+	}
+	if n < 5 {
+		t.Errorf("found only %d commands in README.md; did its layout change?", n)
+	}
+}
