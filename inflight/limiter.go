@@ -173,6 +173,18 @@ func (l *Limiter) ResetAll() {
 	l.resetAll++
 }
 
+// Reset resets p alone (limit [DefaultWindow], gate armed), for when the
+// producer suspects the broker dropped its state for p without any visible
+// change: after p sat idle long enough for the broker's
+// producer.id.expiration.ms (KIP-854) to pass, for example.
+func (l *Limiter) Reset(p *Partition) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.own(p.l)
+	l.sync(p)
+	l.reset(p)
+}
+
 // UnsafeSetFixedWindow is for tests and benchmarks only: it ignores learned
 // windows and the first-batch gate and uses n as every partition's limit
 // (draining and the node cap still apply); n == 0 restores normal behaviour,

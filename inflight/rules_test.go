@@ -164,6 +164,22 @@ func TestRules(t *testing.T) {
 			},
 		},
 		{
+			name: "Reset re-arms one partition only",
+			cfg:  Config{MaxRequestsPerConn: 100},
+			run: func(h *harness) {
+				a := h.part("t", 0, 1)
+				b := h.part("t", 1, 1)
+				h.learn(a, 1, 20)
+				h.learn(b, 1, 20)
+				h.l.Reset(a)
+				h.wantLimit(a, 5)
+				h.wantGated(a, true)
+				h.wantFill(a, 1, 1)
+				h.wantLimit(b, 20)
+				h.wantGated(b, false)
+			},
+		},
+		{
 			name: "reserve is all-or-nothing per request and skips other leaders",
 			cfg:  Config{MaxRequestsPerConn: 1},
 			run: func(h *harness) {

@@ -55,7 +55,8 @@ type partitionState struct {
 	inflight      []*batch // sent, sequence order
 	retry         []*batch // failed, to resend first, sequence order
 	backoffUntil  time.Time
-	failures      int // consecutive failures, for backoff
+	failures      int       // consecutive failures, for backoff
+	lastAck       time.Time // last acknowledgement, for the idle re-arm
 	sealedCount   int // len(sealed) as last seen by the sender
 
 	sent, retried atomic.Int64 // batches sent and resent, for Stats

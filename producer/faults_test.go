@@ -97,3 +97,24 @@ func TestNegativeControlWindowCheckOff(t *testing.T) {
 	}
 	t.Logf("as expected with the check off: max in flight %d, OOOSN %d, dup %d, failed %d", st.MaxInFlight, st.OutOfOrder, lc.dup, len(tr.failed))
 }
+
+// TestIdlePartitionReArmsGate: after a partition sat idle past idleRearm,
+// the broker may have expired our state (KIP-854), so the next batch goes
+// alone. Then a refused first batch is simply retried: nothing fails and
+// nothing is reordered. TestExpiredStateThenRetriableErrorKeepsOrder is
+// the control without the pause: there the later batches are written first
+// and the refused one must fail with ErrOrderLost.
+func TestIdlePartitionReArmsGate(t *testing.T) {
+	c := startCluster(t, broker.Config{RTT: 20 * time.Millisecond,
+		Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
+	p := newTestProducer(t, c, MaxInFlightRequestsPerConnection(50), BatchSize(512), Linger(0))
+	tr := newTracker(t, "a")
+	tr.produce(p, "t", 0, 0, 200, 100) // learn window 20
+	tr.wait()
+	time.Sleep(idleRearm + 200*time.Millisecond)
+	c.ExpireProducerIDs()
+	c.InjectError("t", 0, kerr.NotEnoughReplicas.Code, 1)
+	tr.produce(p, "t", 0, 200, 80, 100)
+	tr.wait()
+	tr.requireClean(t, c, "t", 0)
+}

@@ -243,9 +243,6 @@ func TestHostileBrokerCostsOnlyReconnects(t *testing.T) {
 // so the broker has forgotten the first 15 and answers their retries
 // OOOSN, while the last 5 are still recognised as duplicates.
 func TestOutOfOrderOnFirstUnackedBatchIsNotRetriedForever(t *testing.T) {
-	t.Skip("producer bug: response.go batchRejected calls earlierUnacked(b), which is true whenever ps.retry is non-empty, " +
-		"even when every batch in ps.retry comes AFTER b; so the oldest unacked batch answered OOOSN is requeued forever " +
-		"(no epoch bump, no failure) until delivery.timeout.ms, and the whole partition behind it times out")
 	c := startCluster(t, broker.Config{RTT: 20 * time.Millisecond,
 		Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
 	p := newTestProducer(t, c, MaxInFlightRequestsPerConnection(50), BatchSize(512), Linger(0),
@@ -296,9 +293,6 @@ func TestOutOfOrderOnFirstUnackedBatchIsNotRetriedForever(t *testing.T) {
 // The producer must never ack it there (order is per partition, in Produce
 // order); failing it is acceptable.
 func TestExpiredStateThenRetriableErrorKeepsOrder(t *testing.T) {
-	t.Skip("producer bug: after an idle-period KIP-854 expiry the first-batch gate is not re-armed; batch 0 is refused " +
-		"(NOT_ENOUGH_REPLICAS, not appended), batches 1..n are accepted as a fresh producer, batch 0's retry gets OOOSN, " +
-		"response.go bumps the epoch and renumbers it, and it is appended and ACKED after its successors (reorder)")
 	c := startCluster(t, broker.Config{RTT: 20 * time.Millisecond,
 		Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
 	p := newTestProducer(t, c, MaxInFlightRequestsPerConnection(50), BatchSize(512), Linger(0),

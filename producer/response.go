@@ -148,7 +148,8 @@ func (e *brokerError) Unwrap() error { return e.err }
 // earlierUnacked reports whether a batch sent before b is still unacked.
 func (s *sender) earlierUnacked(b *batch) bool {
 	ps := b.part
-	return len(ps.retry) > 0 || (len(ps.inflight) > 0 && ps.inflight[0] != b)
+	return len(ps.retry) > 0 && ps.retry[0].ord < b.ord ||
+		len(ps.inflight) > 0 && ps.inflight[0].ord < b.ord
 }
 
 // batchAcked reports success for every record of b.
@@ -156,6 +157,14 @@ func (s *sender) batchAcked(b *batch, baseOffset int64) {
 	ps := b.part
 	s.removeInflight(b)
 	ps.failures = 0
+	ps.lastAck = time.Now()
+	// A batch sent before b that the broker certainly did not write, yet b
+	// was written: the broker had no state for us and took b out of order
+	// (the trap of KAFKA-15591). Writing the earlier one now would reorder
+	// the partition, so it fails, as not written.
+	for len(ps.retry) > 0 && ps.retry[0].ord < b.ord && !ps.retry[0].maybeWritten {
+		s.failBatch(ps.retry[0], ErrOrderLost, false)
+	}
 	for i := range b.records {
 		r := b.records[i].rec
 		r.Offset = -1

@@ -12,6 +12,13 @@ import (
 	"github.com/longhaul-kafka/longhaul/protocol"
 )
 
+// idleRearm is how long a partition may go without an acknowledgement
+// before its next batch goes alone again. A broker expires a producer's
+// state after producer.id.expiration.ms without writes (KIP-854, default a
+// day), invisibly to us; with no state it would accept a later batch first.
+// One round trip alone after a pause is cheap insurance.
+const idleRearm = time.Second
+
 // sender is the one goroutine that talks to brokers. Everything in it is
 // owned by that goroutine; other goroutines reach it through Producer.post.
 type sender struct {
@@ -175,6 +182,12 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 		if now.Before(ps.backoffUntil) {
 			next = earliest(next, ps.backoffUntil)
 			continue
+		}
+		if len(ps.inflight) == 0 && len(ps.retry) == 0 && !ps.lastAck.IsZero() && now.Sub(ps.lastAck) > idleRearm {
+			// The broker may have expired our state meanwhile (KIP-854):
+			// the next batch goes alone until it is acknowledged.
+			s.p.lim.Reset(ps.lim)
+			ps.lastAck = time.Time{}
 		}
 		if ps.leader < 0 {
 			s.wantMetadata()
