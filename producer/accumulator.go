@@ -57,7 +57,7 @@ type partitionState struct {
 	backoffUntil  time.Time
 	failures      int       // consecutive failures, for backoff
 	lastAck       time.Time // last acknowledgement, for the idle re-arm
-	sealedCount   int // len(sealed) as last seen by the sender
+	sealedCount   int       // len(sealed) as last seen by the sender
 
 	sent, retried atomic.Int64 // batches sent and resent, for Stats
 }
