@@ -66,9 +66,15 @@ type options struct {
 	linger      time.Duration
 	bandwidth   int64
 	maxInFlight int
-	brokerMode  string
-	cpuProfile  string
-	memProfile  string
+	// bufferFactor scales buffer.memory: factor x what the client can
+	// have in flight (RTT > 0).
+	bufferFactor float64
+	brokerMode   string
+	cpuProfile   string
+	memProfile   string
+	// memProfileRate is runtime.MemProfileRate when set; 1 records every
+	// allocation, which the default sampling misses for small objects.
+	memProfileRate int
 }
 
 // result is one measured case.
@@ -112,6 +118,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return 1
+	}
+	if o.memProfileRate > 0 {
+		runtime.MemProfileRate = o.memProfileRate
 	}
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
@@ -187,7 +196,7 @@ func runCase(ctx context.Context, bs *brokerStarter, o options, rtt time.Duratio
 		recordSize:  o.recordSize,
 		batchSize:   batch,
 		linger:      o.linger,
-		bufferBytes: bufferFor(rtt, parts, w, batch),
+		bufferBytes: bufferFor(rtt, parts, w, batch, o.bufferFactor),
 		maxInFlight: o.maxInFlight,
 	}
 	var loop produceLoop
@@ -279,16 +288,16 @@ func boundBytesPerSec(bandwidth int64, window, batch int, rtt time.Duration, par
 	return bound
 }
 
-// bufferFor sizes buffer.memory (kgo: MaxBufferedBytes) for a case: twice
-// what the client can have in flight, so the pipe stays full while latency
+// bufferFor sizes buffer.memory (kgo: MaxBufferedBytes) for a case: factor
+// (default 2) times what the client can have in flight, so the pipe stays full while latency
 // stays about two round trips instead of however long a fixed 32 MiB takes
 // to drain over a slow window; 32 MiB (Kafka's default) at RTT 0, and never
 // more than 256 MiB. Both clients get the same rule.
-func bufferFor(rtt time.Duration, partitions, window, batch int) int64 {
+func bufferFor(rtt time.Duration, partitions, window, batch int, factor float64) int64 {
 	if rtt == 0 {
 		return 32 << 20
 	}
-	b := 2 * int64(partitions) * int64(window) * int64(batch)
+	b := int64(factor*float64(partitions)) * int64(window) * int64(batch)
 	return min(max(b, 256<<10), 256<<20)
 }
 
@@ -394,10 +403,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.warmup, "warmup", 0, "warm-up per case before measuring (0 = max(1s, 6 x RTT))")
 	fs.DurationVar(&o.linger, "linger", 5*time.Millisecond, "linger.ms for both clients")
 	fs.Int64Var(&o.bandwidth, "bandwidth", 0, "emulated link cap in `bytes/s` per direction (0 = none)")
+	fs.Float64Var(&o.bufferFactor, "buffer-factor", 2, "buffer.memory (kgo: MaxBufferedBytes) at RTT > 0 as a multiple of partitions x window x batch.size, clamped to 256 KiB..256 MiB; 32 MiB at RTT 0")
 	fs.IntVar(&o.maxInFlight, "max-in-flight", 64, "longhaul max.in.flight.requests.per.connection")
 	fs.StringVar(&o.brokerMode, "broker", "child", "where brokers run: child (build examples/broker, run it per case), inproc, or the `path` of an examples/broker binary")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `file`")
 	fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile to `file` at the end")
+	fs.IntVar(&o.memProfileRate, "memprofilerate", 0, "runtime.MemProfileRate for --memprofile (1 = every allocation; 0 = Go's default)")
 	quick := fs.Bool("quick", false, "a few-second smoke run: RTT 0 and 10ms, 1 partition, 16K batches, lh-w20, lh-cap5, kgo, 300ms per case, in-process broker unless --broker is given")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -468,6 +479,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-warmup %v: must be >= 0", o.warmup)
 	case o.maxInFlight < 1:
 		return o, fmt.Errorf("-max-in-flight %d: must be >= 1", o.maxInFlight)
+	case o.bufferFactor <= 0:
+		return o, fmt.Errorf("-buffer-factor %v: must be > 0", o.bufferFactor)
 	case o.bandwidth < 0:
 		return o, fmt.Errorf("-bandwidth %d: must be >= 0", o.bandwidth)
 	}
