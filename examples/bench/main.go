@@ -408,7 +408,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.brokerMode, "broker", "child", "where brokers run: child (build examples/broker, run it per case), inproc, or the `path` of an examples/broker binary")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `file`")
 	fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile to `file` at the end")
-	fs.IntVar(&o.memProfileRate, "memprofilerate", 0, "runtime.MemProfileRate for --memprofile (1 = every allocation; 0 = Go's default)")
+	fs.IntVar(&o.memProfileRate, "memprofilerate", 0, "runtime.MemProfileRate for --memprofile, set when the run starts (1 = every allocation; 0 = Go's default). Counts can fall short of MemStats; for exact per-call-site counts use go test -memprofilerate=1 on BenchmarkProduce")
 	quick := fs.Bool("quick", false, "a few-second smoke run: RTT 0 and 10ms, 1 partition, 16K batches, lh-w20, lh-cap5, kgo, 300ms per case, in-process broker unless --broker is given")
 	if err := fs.Parse(args); err != nil {
 		return o, err
