@@ -14,7 +14,7 @@
 // accepts them for a fixed time and measures only after a warm-up, so slow
 // cases cost no more time than fast ones.
 //
-// Run the full matrix (about 10 minutes) with
+// Run the full matrix (80 cases, about 8 minutes) with
 //
 //	go run ./examples/bench
 //
