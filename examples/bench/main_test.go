@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestQuick runs the few-second smoke matrix, so the program cannot rot:
+// every case must deliver records without a single failure.
+func TestQuick(t *testing.T) {
+	var out, errw bytes.Buffer
+	if code := run(context.Background(), []string{"--quick"}, &out, &errw); code != 0 {
+		t.Fatalf("run --quick = %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errw.String())
+	}
+	rows := 0
+	for _, line := range strings.Split(out.String(), "\n") {
+		f := strings.Split(line, "|")
+		if len(f) < 15 || strings.TrimSpace(f[1]) == "RTT" || strings.HasPrefix(strings.TrimSpace(f[1]), "-") {
+			continue
+		}
+		rows++
+		recs, err := strconv.ParseFloat(strings.TrimSpace(f[6]), 64)
+		if err != nil || recs <= 0 {
+			t.Errorf("row %q: records/s %q, want > 0", line, f[6])
+		}
+		if e := strings.TrimSpace(f[14]); e != "0" {
+			t.Errorf("row %q: errors %q, want 0", line, e)
+		}
+	}
+	if rows != 6 { // RTT 0 and 10ms x lh-w20, lh-cap5, kgo
+		t.Errorf("got %d result rows, want 6:\n%s", rows, out.String())
+	}
+	if !strings.Contains(out.String(), "Targets:") {
+		t.Errorf("no targets section:\n%s", out.String())
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--rtt", "-5ms"},
+		{"--partitions", "0"},
+		{"--clients", "lh-w7"},
+		{"--duration", "0s"},
+		{"extra"},
+	} {
+		var out, errw bytes.Buffer
+		if code := run(context.Background(), args, &out, &errw); code != 2 {
+			t.Errorf("run %q = %d, want 2 (stderr %q)", args, code, errw.String())
+		}
+	}
+}
+
+func TestBound(t *testing.T) {
+	tests := []struct {
+		name      string
+		bandwidth int64
+		window    int
+		batch     int
+		rtt       time.Duration
+		parts     int
+		want      float64
+	}{
+		{"issue target: 50ms, W=20, 16K", 0, 20, 16384, 50 * time.Millisecond, 1, 20 * 16384 / 0.05},
+		{"partitions multiply", 0, 5, 16384, 50 * time.Millisecond, 16, 16 * 5 * 16384 / 0.05},
+		{"link caps it", 1e6, 20, 16384, 50 * time.Millisecond, 1, 1e6},
+		{"RTT 0 is unbounded", 0, 5, 16384, 0, 1, math.Inf(1)},
+		{"RTT 0 with a link", 5e6, 5, 16384, 0, 1, 5e6},
+	}
+	for _, tt := range tests {
+		if got := boundBytesPerSec(tt.bandwidth, tt.window, tt.batch, tt.rtt, tt.parts); math.Abs(got-tt.want) > 1e-6*tt.want && got != tt.want {
+			t.Errorf("%s: bound = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestPerPartitionWindow(t *testing.T) {
+	byName := map[string]clientKind{}
+	for _, k := range allClients {
+		byName[k.name] = k
+	}
+	tests := []struct {
+		client      string
+		maxInFlight int
+		want        int
+	}{
+		{"lh-w50", 64, 50},
+		{"lh-w50", 8, 8}, // max.in.flight.requests.per.connection limits it
+		{"lh-w5", 64, 5},
+		{"lh-cap5", 64, 5},
+		{"lh-cap5", 3, 3},
+		{"kgo", 64, 5}, // kgo's own idempotent limit, whatever longhaul's is
+	}
+	for _, tt := range tests {
+		if got := byName[tt.client].perPartitionWindow(tt.maxInFlight); got != tt.want {
+			t.Errorf("%s with max.in.flight %d: window %d, want %d", tt.client, tt.maxInFlight, got, tt.want)
+		}
+	}
+}
+
+// TestHistogramBuckets checks that every value lands in a bucket whose
+// upper bound is at most 1/16 above it, and that buckets are ordered.
+func TestHistogramBuckets(t *testing.T) {
+	prev := -1
+	for v := uint64(0); v < 1<<22; v += 1 + v/64 {
+		i := bucketOf(v)
+		if i < prev {
+			t.Fatalf("bucketOf(%d) = %d after %d: not monotonic", v, i, prev)
+		}
+		prev = i
+		up := bucketUpper(i)
+		if up < v || float64(up) > float64(v)*(1+1.0/16)+1 {
+			t.Fatalf("value %d in bucket %d with upper bound %d", v, i, up)
+		}
+	}
+	if i := bucketOf(math.MaxUint64); i >= nBuckets {
+		t.Fatalf("bucketOf(max) = %d, out of %d buckets", i, nBuckets)
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	var h histogram
+	start := h.snapshot()
+	for i := 1; i <= 1000; i++ {
+		h.add(time.Duration(i) * time.Millisecond)
+	}
+	end := h.snapshot()
+	for _, tt := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 500 * time.Millisecond}, {0.99, 990 * time.Millisecond}} {
+		got := quantile(start, end, tt.q)
+		if got < tt.want || got > tt.want+tt.want/16 {
+			t.Errorf("q%v = %v, want %v (+1/16)", tt.q, got, tt.want)
+		}
+	}
+	if got := quantile(end, end, 0.99); got != 0 {
+		t.Errorf("empty window: q99 = %v, want 0", got)
+	}
+}
+
+func TestProcCPU(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	if got := procCPU(os.Getpid()); got < 0 {
+		t.Fatalf("procCPU(self) = %v", got)
+	}
+	if got := procCPU(-1); got != -1 {
+		t.Fatalf("procCPU(-1) = %v, want -1", got)
+	}
+}
