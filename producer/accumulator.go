@@ -82,11 +82,12 @@ type batch struct {
 
 var batchPool = sync.Pool{New: func() any { return new(batch) }}
 
-func newBatch(ps *partitionState, now time.Time) *batch {
+func newBatch(ps *partitionState, now time.Time, size int) *batch {
 	b := batchPool.Get().(*batch)
 	b.part = ps
 	b.created = now
 	b.builder.Reset()
+	b.builder.Grow(size)
 	return b
 }
 
@@ -156,7 +157,7 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) e
 		b = nil
 	}
 	if b == nil {
-		b = newBatch(ps, now)
+		b = newBatch(ps, now, min(p.cfg.batchSize, p.maxBatchBody())+pr.size)
 		ps.open = b
 		if !ps.inActive {
 			ps.inActive = true
@@ -188,7 +189,12 @@ func (p *Producer) sealLocked(ps *partitionState) {
 	ps.open = nil
 	ps.sealed = append(ps.sealed, b)
 	if b.records[0].rec.Key == nil || p.cfg.ignoreKeys {
-		ps.topic.sticky.batchFull(ps.id, int32(len(ps.topic.parts)))
+		t := ps.topic
+		var queued func(int32) int
+		if p.cfg.adaptive {
+			queued = func(i int32) int { return len(t.parts[i].sealed) }
+		}
+		t.sticky.batchFull(ps.id, int32(len(t.parts)), queued)
 	}
 	p.wakeSender()
 }

@@ -35,6 +35,7 @@ type config struct {
 	compression        protocol.Codec
 	metadataMaxAge     time.Duration
 	ignoreKeys         bool
+	adaptive           bool
 	windowCap          int
 	securityProtocol   string
 	saslMechanism      string
@@ -129,6 +130,14 @@ var properties = append([]property{
 			return fmt.Errorf("must be true or false")
 		}
 		c.ignoreKeys = b
+		return nil
+	}},
+	{"partitioner.adaptive.partitioning.enable", "true", "true: records without a key go to partitions with less queued data (KIP-794)", func(c *config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("must be true or false")
+		}
+		c.adaptive = b
 		return nil
 	}},
 	{"longhaul.max.window", "0", "cap on batches in flight per partition below the broker's window; 0 = the broker's window",

@@ -189,9 +189,10 @@ var propertyOnly = map[string]string{
 	"acks":                    "fixed: all",
 	"enable.idempotence":      "fixed: true",
 	"partitioner.ignore.keys": "`Property`",
-	"security.protocol":       "`Property`, or `TLS`/`SASL`",
-	"sasl.mechanism":          "`Property`, or `SASL`",
-	"sasl.jaas.config":        "`Property`, or `SASL`",
+	"partitioner.adaptive.partitioning.enable": "`Property`",
+	"security.protocol":                        "`Property`, or `TLS`/`SASL`",
+	"sasl.mechanism":                           "`Property`, or `SASL`",
+	"sasl.jaas.config":                         "`Property`, or `SASL`",
 }
 
 func optionName(fn any) string {

@@ -33,6 +33,9 @@ func (s *sender) expire(now time.Time) time.Time {
 	}
 	// Sealed batches were never sent: failing them leaves no gap.
 	for _, ps := range s.active {
+		if ps.open != nil && len(ps.sealed) == 0 && now.Sub(ps.open.created) >= timeout {
+			p.sealLocked(ps) // held open while its partition could not send
+		}
 		for len(ps.sealed) > 0 && now.Sub(ps.sealed[0].created) >= timeout {
 			b := ps.sealed[0]
 			ps.sealed[0] = nil

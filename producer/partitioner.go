@@ -59,13 +59,32 @@ func (s *stickyPartitioner) pick(numPartitions int32) int32 {
 }
 
 // batchFull moves to a different partition when the sticky one filled up.
-func (s *stickyPartitioner) batchFull(partition, numPartitions int32) {
+// With queued, it is adaptive like the Java client's default
+// (partitioner.adaptive.partitioning.enable, KIP-794): it moves to a
+// partition with the fewest batches waiting to be sent, starting the search
+// at a random one, so a partition held back by its window or a slow leader
+// gets less new data. Without queued it picks uniformly at random.
+func (s *stickyPartitioner) batchFull(partition, numPartitions int32, queued func(int32) int) {
 	if partition != s.current || numPartitions <= 1 {
 		return
 	}
-	next := rand.Int32N(numPartitions - 1)
-	if next >= s.current {
-		next++
+	start := rand.Int32N(numPartitions)
+	if queued == nil {
+		if start == s.current {
+			start = (start + 1) % numPartitions
+		}
+		s.current = start
+		return
 	}
-	s.current = next
+	best, bestQ := int32(-1), 0
+	for i := int32(0); i < numPartitions; i++ {
+		p := (start + i) % numPartitions
+		if p == s.current {
+			continue
+		}
+		if q := queued(p); best < 0 || q < bestQ {
+			best, bestQ = p, q
+		}
+	}
+	s.current = best
 }

@@ -42,14 +42,36 @@ func TestStickyMovesOnlyWhenFull(t *testing.T) {
 			t.Fatal("sticky partition changed without a full batch")
 		}
 	}
-	s.batchFull(first, 8)
+	s.batchFull(first, 8, nil)
 	if s.pick(8) == first {
 		t.Fatal("sticky partition did not move after its batch filled")
 	}
 	one := stickyPartitioner{current: -1}
 	one.pick(1)
-	one.batchFull(0, 1)
+	one.batchFull(0, 1, nil)
 	if one.pick(1) != 0 {
 		t.Fatal("single partition topic must stay on 0")
+	}
+}
+
+func TestAdaptiveStickyAvoidsQueuedPartitions(t *testing.T) {
+	queued := []int{3, 0, 5, 2, 7, 1, 4, 6}
+	for range 50 {
+		s := stickyPartitioner{current: 1}
+		s.batchFull(1, 8, func(p int32) int { return queued[p] })
+		// Partition 1 (the full one) is left; the least queued of the rest is 5.
+		if s.current != 5 {
+			t.Fatalf("adaptive choice %d, want 5 (fewest queued batches)", s.current)
+		}
+	}
+	// Control: without queue sizes the choice is spread out.
+	seen := map[int32]bool{}
+	for range 200 {
+		s := stickyPartitioner{current: 1}
+		s.batchFull(1, 8, nil)
+		seen[s.current] = true
+	}
+	if len(seen) < 5 {
+		t.Errorf("uniform choice used only %v", seen)
 	}
 }

@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -154,11 +155,19 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 	keep := p.active[:0]
 	for _, ps := range p.active {
 		if b := ps.open; b != nil {
-			if deadline := b.created.Add(s.cfg.linger); flushAll || !now.Before(deadline) {
+			deadline := b.created.Add(s.cfg.linger)
+			switch {
+			case flushAll:
 				p.sealLocked(ps)
-			} else {
+			case now.Before(deadline):
 				next = earliest(next, deadline)
+			case len(ps.sealed) == 0 && s.canSendNow(ps):
+				p.sealLocked(ps)
 			}
+			// A lingered batch of a partition that cannot send now keeps
+			// filling, as in the Java client: sealing it would queue a
+			// small batch that takes a whole slot of the window. An ack
+			// wakes the sender to look again.
 		}
 		ps.sealedCount = len(ps.sealed)
 		if ps.open == nil && ps.sealedCount == 0 && len(ps.retry) == 0 && len(ps.inflight) == 0 {
@@ -278,6 +287,12 @@ func (s *sender) hasSendable(ps *partitionState) bool {
 	return ps.sealedCount > 0 && s.withinWindow(ps)
 }
 
+// canSendNow reports whether ps could send a new batch at once: a known
+// leader, nothing waiting for retry, room in the limiter and the window.
+func (s *sender) canSendNow(ps *partitionState) bool {
+	return ps.leader >= 0 && len(ps.retry) == 0 && s.p.lim.MayReserve(ps.lim) && s.withinWindow(ps)
+}
+
 // withinWindow reports whether a new batch of ps would stay within the
 // broker's window counted from the oldest unacknowledged batch. Counting
 // batches in flight is not enough: if an early response is lost while later
@@ -352,7 +367,8 @@ func (s *sender) takeBatch(ps *partitionState) *batch {
 		b.ord = ps.nextOrd
 		ps.nextOrd++
 		var err error
-		b.bytes, err = b.builder.Build(b.bytes[:0], protocol.BatchHeader{
+		b.bytes = slices.Grow(b.bytes[:0], b.builder.EncodedLen()+protocol.RecordBatchOverhead)
+		b.bytes, err = b.builder.Build(b.bytes, protocol.BatchHeader{
 			ProducerID:    s.pid,
 			ProducerEpoch: s.epoch,
 			BaseSequence:  b.seq,

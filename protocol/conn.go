@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -100,7 +101,24 @@ type pending struct {
 // dropped rather than kept alive by the pool.
 var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
-const maxPooledFrame = 1 << 20
+const maxPooledFrame = 16 << 20
+
+// sizeHint estimates a request's frame size so it is allocated once: the
+// record bytes of a produce request dominate it.
+func sizeHint(req kmsg.Request) int {
+	pr, ok := req.(*kmsg.ProduceRequest)
+	if !ok {
+		return 0
+	}
+	n := 256
+	for i := range pr.Topics {
+		n += 64 + len(pr.Topics[i].Topic)
+		for j := range pr.Topics[i].Partitions {
+			n += 16 + len(pr.Topics[i].Partitions[j].Records)
+		}
+	}
+	return n
+}
 
 // Addr returns the address the connection was dialed to.
 func (c *Conn) Addr() string { return c.addr }
@@ -164,7 +182,7 @@ func (c *Conn) Send(req kmsg.Request, timeout time.Duration, done func(kmsg.Resp
 		p.noResponse = true
 	}
 	p.frame = framePool.Get().(*[]byte)
-	*p.frame = AppendRequest((*p.frame)[:0], req, p.id, c.clientID)
+	*p.frame = AppendRequest(slices.Grow((*p.frame)[:0], sizeHint(req)), req, p.id, c.clientID)
 	if timeout > 0 {
 		p.deadline = time.Now().Add(timeout)
 	}

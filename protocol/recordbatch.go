@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 )
@@ -113,6 +114,10 @@ func (b *BatchBuilder) Append(timestampMs int64, key, value []byte, headers []He
 	b.buf = dst
 	b.n++
 }
+
+// Grow makes room for n more bytes of records, so a batch that will reach
+// batch.size is allocated once instead of doubling its way there.
+func (b *BatchBuilder) Grow(n int) { b.buf = slices.Grow(b.buf, n) }
 
 // NumRecords returns how many records were appended since the last Reset.
 func (b *BatchBuilder) NumRecords() int { return int(b.n) }
