@@ -13,8 +13,12 @@ import (
 
 // handleProduce applies one ProduceRequest's outcome: every batch is acked,
 // put back for retry, or failed, and every ticket is completed once.
-func (s *sender) handleProduce(sr *sentRequest, resp kmsg.Response, err error) {
-	defer s.p.lim.Finish(&sr.ir)
+func (s *sender) handleProduce(sr *sentRequest) {
+	resp, err := sr.resp, sr.err
+	defer func() {
+		s.p.lim.Finish(&sr.ir)
+		s.freeRequest(sr)
+	}()
 	now := time.Now()
 	if err != nil {
 		s.connFailed(sr.node, sr.conn, err)

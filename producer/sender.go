@@ -57,6 +57,8 @@ type sender struct {
 	events        []func()
 	stopping      bool
 	lims          []*inflight.Partition // scratch for Reserve
+	req           *kmsg.ProduceRequest  // reused for every request
+	srFree        []*sentRequest        // recycled sentRequests
 
 	ctx    context.Context // cancelled by shutdown: stops dials and control requests
 	cancel context.CancelFunc
@@ -91,6 +93,43 @@ type sentRequest struct {
 	version int16
 	ir      inflight.Request
 	batches []*batch
+
+	// The outcome, written by the connection's goroutine before onDone
+	// posts onEvent, which reads it on the sender goroutine.
+	resp kmsg.Response
+	err  error
+
+	// Bound once per pooled sentRequest, so a request allocates no
+	// closures.
+	onDone  func(kmsg.Response, error)
+	onEvent func()
+}
+
+// newRequest takes a sentRequest from the free list or makes one.
+func (s *sender) newRequest(n *nodeState, version int16) *sentRequest {
+	var sr *sentRequest
+	if k := len(s.srFree); k > 0 {
+		sr = s.srFree[k-1]
+		s.srFree[k-1] = nil
+		s.srFree = s.srFree[:k-1]
+	} else {
+		sr = new(sentRequest)
+		sr.onDone = func(resp kmsg.Response, err error) {
+			sr.resp, sr.err = resp, err
+			s.p.post(sr.onEvent)
+		}
+		sr.onEvent = func() { s.handleProduce(sr) }
+	}
+	sr.node, sr.conn, sr.version = n, n.conn, version
+	return sr
+}
+
+// freeRequest recycles sr once its outcome has been handled.
+func (s *sender) freeRequest(sr *sentRequest) {
+	clear(sr.batches)
+	sr.batches = sr.batches[:0]
+	sr.node, sr.conn, sr.resp, sr.err = nil, nil, nil, nil
+	s.srFree = append(s.srFree, sr)
 }
 
 func newSender(p *Producer) *sender {
@@ -249,8 +288,9 @@ func (s *sender) sendToNode(n *nodeState, now time.Time) {
 		for _, ps := range cands {
 			s.lims = append(s.lims, ps.lim)
 		}
-		sr := &sentRequest{node: n, conn: n.conn, version: version}
+		sr := s.newRequest(n, version)
 		if !s.p.lim.Reserve(n.lim, s.lims, &sr.ir) {
+			s.freeRequest(sr)
 			return
 		}
 		j := 0
@@ -396,34 +436,46 @@ func addSeq(seq int32, n int) int32 {
 	return int32((int64(seq) + int64(n)) & 0x7fffffff)
 }
 
-// issue writes one ProduceRequest; its outcome comes back as an event.
+// issue writes one ProduceRequest; its outcome comes back as an event. The
+// kmsg request is reused: Conn.Send encodes it before returning.
 func (s *sender) issue(sr *sentRequest) {
-	req := kmsg.NewPtrProduceRequest()
+	req := s.req
+	if req == nil {
+		req = kmsg.NewPtrProduceRequest()
+		s.req = req
+	}
 	req.Acks = -1
 	req.TimeoutMillis = int32(s.cfg.requestTimeout.Milliseconds())
+	topics := req.Topics[:0]
 	for _, b := range sr.batches {
 		t := b.part.topic
-		var topic *kmsg.ProduceRequestTopic
-		for i := range req.Topics {
-			if req.Topics[i].Topic == t.name {
-				topic = &req.Topics[i]
-				break
-			}
+		i := 0
+		for i < len(topics) && topics[i].Topic != t.name {
+			i++
 		}
-		if topic == nil {
-			req.Topics = append(req.Topics, kmsg.NewProduceRequestTopic())
-			topic = &req.Topics[len(req.Topics)-1]
-			topic.Topic = t.name
-			topic.TopicID = t.id
+		if i == len(topics) {
+			if len(topics) < cap(topics) {
+				topics = topics[:i+1]
+				topics[i].Partitions = topics[i].Partitions[:0]
+			} else {
+				topics = append(topics, kmsg.NewProduceRequestTopic())
+			}
+			topics[i].Topic = t.name
+			topics[i].TopicID = t.id
 		}
 		part := kmsg.NewProduceRequestTopicPartition()
 		part.Partition = b.part.id
 		part.Records = b.bytes
-		topic.Partitions = append(topic.Partitions, part)
+		topics[i].Partitions = append(topics[i].Partitions, part)
 	}
-	// A request timeout closes the connection below, so the broker's own
-	// timeout gets the same budget.
-	sr.conn.Send(req, s.cfg.requestTimeout, func(resp kmsg.Response, err error) {
-		s.p.post(func() { s.handleProduce(sr, resp, err) })
-	})
+	req.Topics = topics
+	// A request timeout closes the connection (connFailed), so the
+	// broker's own timeout gets the same budget.
+	sr.conn.Send(req, s.cfg.requestTimeout, sr.onDone)
+	// Drop the batch references: the bytes are already in the frame.
+	for i := range topics {
+		for j := range topics[i].Partitions {
+			topics[i].Partitions[j].Records = nil
+		}
+	}
 }
