@@ -43,6 +43,7 @@ type book struct {
 	peak        int64
 	errs        []string       // first unexplained errors, for the report
 	causes      map[string]int // failure causes, by DeliveryError.Err text
+	orderLost   int            // records failed with producer.ErrOrderLost
 }
 
 // add registers the next record and returns its sequence number.
@@ -77,6 +78,9 @@ func (b *book) done(seq uint64, r *producer.Record, err error, topics []string) 
 		b.causes = map[string]int{}
 	}
 	b.causes[cause(err)]++
+	if errors.Is(err, producer.ErrOrderLost) {
+		b.orderLost++
+	}
 	if st.status == stFailedBad && len(b.errs) < 5 {
 		b.errs = append(b.errs, fmt.Sprintf("seq %d: %v", seq, err))
 	}

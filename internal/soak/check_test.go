@@ -3,7 +3,9 @@ package soak
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,36 +107,81 @@ func TestCheckerNegativeControl(t *testing.T) {
 	}
 }
 
-// TestWindowTrackerNegativeControl: a partition whose broker-side
-// in-flight count exceeds the window in force is reported; the same
-// count right after a shrink (within grace) is not.
+// TestWindowTrackerNegativeControl: the allowance after a shrink lasts
+// exactly until every producer's own view is within the new window (no
+// time margin), and a connection a producer gave up allows its in-flight
+// count more until the node's stall is over plus drain; outside both the
+// bound is the window in force.
 func TestWindowTrackerNegativeControl(t *testing.T) {
 	c, err := broker.Start(broker.Config{Topics: []broker.TopicConfig{{Name: "w20", Partitions: 1, Window: 20}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	w := newWindowTracker(c, time.Hour, map[string]int{"w20": 20}, 1, nil, time.Now())
+	w := newWindowTracker(c, 0, map[string]int{"w20": 20}, 1, nil, time.Now())
 	p := tp{"w20", 0}
-	if got := w.bound(p); got != 20 {
-		t.Fatalf("bound %d, want 20", got)
+	producerView := view{limit: 20, inflight: 12}
+	w.views = func() []map[tp]view { return []map[tp]view{{p: producerView}} }
+	check := func(what string, want int, wantStrict bool) {
+		t.Helper()
+		if got, strict := w.bound(p, time.Now()); got != want || strict != wantStrict {
+			t.Errorf("%s: bound %d strict %v, want %d %v", what, got, strict, want, wantStrict)
+		}
 	}
-	// Shrink to 5: the old 20 stays allowed during grace (an hour here).
+	check("start", 20, true)
+	// Shrink to 5: 20 stays allowed while the producer still uses it,
+	// however many segments that takes.
 	if err := w.setWindow("w20", 5, func() error { return c.SetWindow("w20", 5) }); err != nil {
 		t.Fatal(err)
 	}
-	if got := w.bound(p); got != 20 {
-		t.Errorf("bound right after shrink %d, want 20", got)
-	}
-	// With no grace the bound is 5, and a count of 6 would be a violation.
-	w.grace = 0
-	w.relax = map[tp]relaxation{}
+	check("right after shrink", 20, false)
 	w.closeSegment(time.Now())
-	if got := w.bound(p); got != 5 {
-		t.Errorf("bound after grace %d, want 5", got)
-	}
+	w.closeSegment(time.Now())
+	check("producer still at limit 20", 20, false)
+	producerView = view{limit: 5, inflight: 9} // learned 5, older batches still out
+	w.closeSegment(time.Now())
+	check("producer at limit 5 with 9 in flight", 20, false)
+	producerView = view{limit: 5, inflight: 5}
+	w.closeSegment(time.Now())
+	check("producer settled", 5, true)
+
+	// A connection given up during a stall: its 4 batches may stay
+	// counted at the broker until the stall is over.
+	stallEnd := time.Now().Add(time.Hour)
+	w.stalled(0, stallEnd)
+	w.connLost(1, 0, time.Now(), map[tp]int{p: 4})
+	w.connLost(2, 0, time.Now(), map[tp]int{p: 3})
+	w.connLost(1, 0, time.Now(), map[tp]int{p: 2})
+	check("after losses", 5+4+2, false)
+	w.closeSegment(time.Now())
+	check("stall still on", 5+4+2, false)
+	w.mu.Lock()
+	w.stallEnd[0] = time.Now().Add(-time.Millisecond)
+	w.mu.Unlock()
+	w.closeSegment(time.Now()) // still overlaps the drained losses
+	w.closeSegment(time.Now())
+	check("stall over, drained", 5, true)
 	if w.violations != 0 {
 		t.Fatalf("violations with nothing in flight: %v", w.problems)
+	}
+}
+
+// TestLossHook: the producer's connection-loss record reaches onLoss with
+// its node, whatever level the inner logger enables, and other records
+// are filtered by the inner logger's level as before.
+func TestLossHook(t *testing.T) {
+	var nodes []int32
+	var buf strings.Builder
+	inner := slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})
+	l := slog.New(&lossHook{inner: inner, onLoss: func(n int32, _ time.Time) { nodes = append(nodes, n) }}).With("producer", 1)
+	l.Info(connLostMsg, "node", int32(2), "err", errors.New("x"))
+	l.Info("other")
+	l.Warn("shown")
+	if !slices.Equal(nodes, []int32{2}) {
+		t.Errorf("losses %v, want [2]", nodes)
+	}
+	if out := buf.String(); strings.Contains(out, "other") || strings.Contains(out, connLostMsg) || !strings.Contains(out, "shown") {
+		t.Errorf("inner logger got %q", out)
 	}
 }
 

@@ -22,8 +22,11 @@
 //     failed record is never in the log twice, and one failed without
 //     FateUnknown is not in the log at all;
 //   - no partition ever had more batches of one producer in flight, as the
-//     broker counts them, than the window in force (see window.go for how
-//     runtime window changes, leader moves and stalls are accounted);
+//     broker counts them, than the window in force: exactly, except
+//     until every producer has learned a shrunk window (from its own
+//     Stats) and while the broker still counts batches of a connection a
+//     producer gave up (see window.go); window_strict=k/n says how many
+//     partition-segments were checked at exactly the window;
 //   - the bytes of records accepted and not yet called back stay within
 //     buffer.memory (with slack for completed records whose callbacks are
 //     queued);
@@ -40,8 +43,11 @@
 // expire ids after 24 h, far beyond delivery.timeout.ms. The schedule
 // therefore expires producer ids only after a quiet period: producers
 // paused, pending drop and close faults cleared, stalls over, every
-// producer flushed (every record called back), and a grace period for the
-// broker to finish requests of abandoned connections.
+// producer flushed (every record called back), a grace period for the
+// broker to finish requests of abandoned connections, and then more than a
+// second of idleness, so the producer's idle re-arm (its first batch after
+// a pause goes alone) applies, as it would before a real expiry. Records
+// the producer fails with producer.ErrOrderLost are counted as order_lost.
 //
 // Concurrency: Run starts the cluster, the producers, one goroutine per
 // producer and one fault scheduler, and stops them all before it returns.

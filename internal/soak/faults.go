@@ -65,6 +65,7 @@ type scheduler struct {
 	pause     *sync.RWMutex // held for writing while producers must not produce
 	faults    map[string]int
 	stallEnd  time.Time
+	grace     time.Duration // for the broker to finish requests of abandoned connections
 }
 
 func (s *scheduler) exp(mean time.Duration) time.Duration {
@@ -155,7 +156,7 @@ func (s *scheduler) fault() {
 	case faultStall:
 		d := time.Duration(float64(s.cfg.RequestTimeout) * (1.2 + s.rng.Float64()))
 		end := time.Now().Add(d)
-		s.w.stalled(end)
+		s.w.stalled(node, end)
 		s.c.Stall(node, d)
 		if end.After(s.stallEnd) {
 			s.stallEnd = end
@@ -169,6 +170,7 @@ func (s *scheduler) fault() {
 		return
 	}
 	s.faults[name]++
+	s.w.note(time.Now(), "%s node=%d %s[%d]", name, node, p.topic, p.part)
 	s.log.Debug("soak: fault", "fault", name, "node", node, "topic", p.topic, "partition", p.part)
 }
 
@@ -180,7 +182,7 @@ func (s *scheduler) expire(ctx context.Context) {
 	s.pause.Lock()
 	defer s.pause.Unlock()
 	s.clear()
-	time.Sleep(s.w.grace) // requests of abandoned connections finish
+	time.Sleep(s.grace) // requests of abandoned connections finish
 	fctx, cancel := context.WithTimeout(ctx, s.cfg.DeliveryTimeout+10*time.Second)
 	defer cancel()
 	for i, p := range s.producers {
@@ -190,11 +192,20 @@ func (s *scheduler) expire(ctx context.Context) {
 			return
 		}
 	}
-	time.Sleep(s.w.grace)
+	// Expire only after every partition sat idle longer than the
+	// producer's idle re-arm (1 s): real brokers expire a producer id only
+	// after producer.id.expiration.ms without writes, so the producer's
+	// first batch after the pause goes alone and cannot be overtaken.
+	time.Sleep(max(s.grace, expireIdle))
 	s.c.ExpireProducerIDs()
 	s.faults[faultExpire]++
 	s.log.Debug("soak: producer ids expired")
 }
+
+// expireIdle is how long the producers sit flushed and idle before an
+// expiry: more than the producer's idle re-arm of 1 s (producer/sender.go,
+// idleRearm), with room for timer slop on a loaded machine.
+const expireIdle = 1200 * time.Millisecond
 
 func earliest(ts ...time.Time) time.Time {
 	var e time.Time

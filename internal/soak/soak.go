@@ -3,6 +3,7 @@ package soak
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"runtime"
 	"sort"
@@ -38,6 +39,11 @@ type Result struct {
 	Faults   map[string]int
 
 	Acked, Failed, FateUnknown int // outcomes; FateUnknown counts failures that may be in the log
+	// OrderLost counts failures with producer.ErrOrderLost (part of
+	// Failed): records the producer refused to write after their
+	// successors because the broker had lost its state. Not a violation,
+	// but expected to be 0 when every expiry follows an idle period.
+	OrderLost int
 
 	// Violations; a clean run has all of them 0.
 	Lost             int // acknowledged, not in the log
@@ -57,7 +63,11 @@ type Result struct {
 	FailCauses  map[string]int // failed records by cause
 	MaxInFlight string         // largest in-flight count the broker saw, per topic
 	Segments    int            // window-check segments
-	Problems    []string
+	// WindowChecks counts partition-segments checked against the broker's
+	// in-flight count; WindowStrict those checked at exactly the window in
+	// force (no recent shrink unlearned, no abandoned connection).
+	WindowChecks, WindowStrict int
+	Problems                   []string
 }
 
 // String is the summary line: seed, duration, records, faults and the
@@ -79,8 +89,8 @@ func (r Result) String() string {
 	fmt.Fprintf(&sb, "} lost=%d dup=%d reorder=%d window_violations=%d", r.Lost, r.Dup, r.Reorder, r.WindowViolations)
 	fmt.Fprintf(&sb, " phantom=%d bad_offset=%d foreign=%d bad_callbacks=%d unexplained=%d mem_over=%d goroutines_left=%d close_errors=%d",
 		r.Phantom, r.BadOffset, r.Foreign, r.BadCallbacks, r.Unexplained, r.MemoryOver, r.GoroutinesLeft, r.CloseErrors)
-	fmt.Fprintf(&sb, " acked=%d failed=%d fate_unknown=%d mem_peak=%.2f max_inflight=%s segments=%d",
-		r.Acked, r.Failed, r.FateUnknown, r.MemPeak, r.MaxInFlight, r.Segments)
+	fmt.Fprintf(&sb, " acked=%d failed=%d fate_unknown=%d order_lost=%d mem_peak=%.2f max_inflight=%s segments=%d window_strict=%d/%d",
+		r.Acked, r.Failed, r.FateUnknown, r.OrderLost, r.MemPeak, r.MaxInFlight, r.Segments, r.WindowStrict, r.WindowChecks)
 	return sb.String()
 }
 
@@ -131,9 +141,20 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	c.SetRTT(1, 2*cfg.RTT)
 	c.SetRTT(2, cfg.RTT/2)
 
+	maxRTT := 2 * cfg.RTT
+	grace := 8*maxRTT + 250*time.Millisecond
+	w := newWindowTracker(c, grace, windows, partitions, []int32{oldNode}, time.Now())
 	prods := make([]*producer.Producer, cfg.Producers)
 	books := make([]*book, cfg.Producers)
+	live := make([]atomic.Pointer[producer.Producer], cfg.Producers)
 	for i := range prods {
+		// The window check must know the producer's in-flight batches of
+		// every partition on a connection it gives up (see window.go).
+		hook := &lossHook{inner: cfg.Logger.Handler(), onLoss: func(node int32, at time.Time) {
+			if p := live[i].Load(); p != nil {
+				w.connLost(i, node, at, inflightOn(p, node))
+			}
+		}}
 		p, err := producer.New(
 			producer.BootstrapServers(c.Addr()),
 			producer.ClientID(fmt.Sprintf("soak-%d", i)),
@@ -147,7 +168,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			producer.RetryBackoff(10*time.Millisecond),
 			producer.RetryBackoffMax(100*time.Millisecond),
 			producer.MetadataMaxAge(2*time.Second),
-			producer.Logger(cfg.Logger.With("producer", i)),
+			producer.Logger(slog.New(hook).With("producer", i)),
 		)
 		if err != nil {
 			for _, q := range prods[:i] {
@@ -157,16 +178,18 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return res, fmt.Errorf("soak: producer %d: %w", i, err)
 		}
 		prods[i], books[i] = p, &book{}
+		live[i].Store(p)
 	}
+	w.views = func() []map[tp]view { return producerViews(prods) }
 
-	maxRTT := 2 * cfg.RTT
-	grace := 8*maxRTT + 250*time.Millisecond
 	sched := &scheduler{
 		cfg: cfg, c: c, rng: rand.New(rand.NewPCG(cfg.Seed, 0x50a1c)), log: cfg.Logger,
-		w:     newWindowTracker(c, grace, windows, partitions, []int32{oldNode}, time.Now()),
+		w: w, grace: grace,
 		nodes: clusterNodes, topics: names, parts: partitions, old: map[int32]bool{oldNode: true},
 		producers: prods, pause: &sync.RWMutex{}, faults: res.Faults,
 	}
+
+	sched.w.snapshot = func(p tp) string { return producersView(prods, p) }
 
 	start := time.Now()
 	end := start.Add(cfg.Duration)
@@ -223,12 +246,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res.Problems = append(res.Problems, sched.w.problems...)
 	res.MaxInFlight = sched.w.summary()
 	res.Segments = sched.w.segments
+	res.WindowChecks, res.WindowStrict = sched.w.checks, sched.w.strict
 	res.FailCauses = map[string]int{}
 	for i, b := range books {
 		for k, n := range b.causes {
 			res.FailCauses[k] += n
 		}
 		res.Records += len(b.recs)
+		res.OrderLost += b.orderLost
 		ratio := float64(b.peak) / float64(cfg.BufferMemory)
 		res.MemPeak = max(res.MemPeak, ratio)
 		if ratio > 2 {
@@ -299,4 +324,43 @@ func goroutinesLeft(before int) int {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return max(runtime.NumGoroutine()-before, 0)
+}
+
+// producersView formats each producer's limit, in-flight count and gate
+// for p, for the report of a window violation.
+func producersView(prods []*producer.Producer, p tp) string {
+	var sb strings.Builder
+	for i, pr := range prods {
+		for _, ps := range pr.Stats().Partitions {
+			if ps.Topic == p.topic && ps.Partition == p.part {
+				fmt.Fprintf(&sb, "p%d limit=%d inflight=%d gated=%v leader=%d; ", i, ps.Limit, ps.InFlight, ps.Gated, ps.Leader)
+			}
+		}
+	}
+	return sb.String()
+}
+
+// producerViews samples every producer's view of every partition.
+func producerViews(prods []*producer.Producer) []map[tp]view {
+	out := make([]map[tp]view, len(prods))
+	for i, p := range prods {
+		m := map[tp]view{}
+		for _, ps := range p.Stats().Partitions {
+			m[tp{ps.Topic, ps.Partition}] = view{limit: ps.Limit, inflight: ps.InFlight, leader: ps.Leader}
+		}
+		out[i] = m
+	}
+	return out
+}
+
+// inflightOn returns p's in-flight count of each partition it has led by
+// node.
+func inflightOn(p *producer.Producer, node int32) map[tp]int {
+	m := map[tp]int{}
+	for _, ps := range p.Stats().Partitions {
+		if ps.Leader == node && ps.InFlight > 0 {
+			m[tp{ps.Topic, ps.Partition}] = ps.InFlight
+		}
+	}
+	return m
 }
