@@ -7,8 +7,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,35 +89,22 @@ type pending struct {
 	id         int32
 	key        int16
 	version    int16
-	frame      *[]byte // encoded by Send; returned to the pool after write
+	frame      *wireFrame // encoded by Send; returned to the pool after write
 	deadline   time.Time
 	heapIdx    int // index in Conn.dl, -1 when not in it
 	written    bool
 	noResponse bool // Produce with acks=0: the broker does not answer
 	done       func(kmsg.Response, error)
-}
 
-// framePool recycles request frames once written. Frames above 1 MiB are
-// dropped rather than kept alive by the pool.
-var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
-
-const maxPooledFrame = 16 << 20
-
-// sizeHint estimates a request's frame size so it is allocated once: the
-// record bytes of a produce request dominate it.
-func sizeHint(req kmsg.Request) int {
-	pr, ok := req.(*kmsg.ProduceRequest)
-	if !ok {
-		return 0
-	}
-	n := 256
-	for i := range pr.Topics {
-		n += 64 + len(pr.Topics[i].Topic)
-		for j := range pr.Topics[i].Partitions {
-			n += 16 + len(pr.Topics[i].Partitions[j].Records)
-		}
-	}
-	return n
+	// writing is set (under mu) while the writer may still read the
+	// caller's record bytes referenced by frame. A completion decided
+	// meanwhile is parked in resp/err and run by the writer once the
+	// write returned, so done never runs while we still read the
+	// caller's bytes.
+	writing bool
+	parked  bool
+	resp    kmsg.Response
+	err     error
 }
 
 // Addr returns the address the connection was dialed to.
@@ -146,14 +133,27 @@ func RequireIdempotentProduce(c *Conn) error {
 
 // Send queues req for writing and returns without waiting for the network.
 // It sets req's version to [Conn.Version] of its key and encodes it before
-// returning, so req is not used after Send returns and may be reused (for
-// example sent again on another connection). done is called exactly once,
+// returning, so req itself is not used after Send returns and may be reused
+// (for example sent again on another connection, or its Records set to
+// nil).
+//
+// Ownership of produce data: for a [kmsg.ProduceRequest] (v3+), the bytes
+// of each partition's Records are not copied but written from the
+// caller's memory (writev), so they must stay unchanged until done has
+// run; they may be read concurrently (the same batch sent again on another
+// connection). The connection keeps no reference to them after done runs.
+// Other requests, and record sets under 1 KiB, are copied by Send.
+//
+// done is called exactly once,
 // never from inside Send, on a goroutine of the connection, with:
 //   - the decoded response (nil, nil for a Produce with Acks 0, once it is
 //     written);
 //   - an error wrapping [ErrUnsupportedVersion] if the broker lacks the key;
 //   - a [*ConnError] wrapping [ErrRequestTimeout] if timeout (> 0) passed
-//     first; the connection stays open and a late response is discarded;
+//     first; the connection stays open and a late response is discarded,
+//     except when a produce request whose record sets Send did not copy
+//     is still being written (the broker stopped reading): then the
+//     connection is closed, and done runs once the write has returned;
 //   - a [*ConnError] wrapping [ErrConnClosed] if the connection died while
 //     the request was queued or outstanding, or was already dead.
 //
@@ -181,8 +181,8 @@ func (c *Conn) Send(req kmsg.Request, timeout time.Duration, done func(kmsg.Resp
 	if pr, ok := req.(*kmsg.ProduceRequest); ok && pr.Acks == 0 {
 		p.noResponse = true
 	}
-	p.frame = framePool.Get().(*[]byte)
-	*p.frame = AppendRequest(slices.Grow((*p.frame)[:0], sizeHint(req)), req, p.id, c.clientID)
+	p.frame = getFrame()
+	p.frame.encode(req, p.id, c.clientID)
 	if timeout > 0 {
 		p.deadline = time.Now().Add(timeout)
 	}
@@ -272,8 +272,9 @@ func (c *Conn) fail(cause error) {
 }
 
 // kill marks the connection dead and takes every pending request out of
-// the maps, returning them for the caller to complete. Only the first call
-// does anything.
+// the maps, returning those the caller completes; requests the writer is
+// still writing are parked for it to complete. Only the first call does
+// anything.
 func (c *Conn) kill(cause error) ([]*pending, error) {
 	if !errors.Is(cause, ErrConnClosed) {
 		cause = fmt.Errorf("%w: %w", ErrConnClosed, cause)
@@ -287,7 +288,9 @@ func (c *Conn) kill(cause error) ([]*pending, error) {
 	c.err = cause
 	list := make([]*pending, 0, len(c.pend))
 	for _, p := range c.pend {
-		list = append(list, p)
+		if !c.parkLocked(p, nil, &ConnError{Addr: c.addr, Written: p.written, Err: cause}) {
+			list = append(list, p)
+		}
 	}
 	clear(c.pend)
 	c.queue = nil
@@ -305,18 +308,47 @@ func (c *Conn) failAll(list []*pending, err error) {
 	}
 }
 
-func putFrame(f *[]byte) {
-	if f != nil && cap(*f) <= maxPooledFrame {
-		framePool.Put(f)
+// parkLocked leaves p's completion to the writer if it is still writing p
+// (and so may still read the caller's record bytes), reporting whether it
+// did. The caller has taken p out of pend.
+func (c *Conn) parkLocked(p *pending, resp kmsg.Response, err error) bool {
+	if !p.writing {
+		return false
+	}
+	p.parked, p.resp, p.err = true, resp, err
+	return true
+}
+
+// complete runs p's completion now, or parks it if the writer is still
+// writing p. Callers that saw p.writing false under mu after taking p out
+// of pend may call p.done directly.
+func (c *Conn) complete(p *pending, resp kmsg.Response, err error) {
+	c.mu.Lock()
+	parked := c.parkLocked(p, resp, err)
+	c.mu.Unlock()
+	if !parked {
+		p.done(resp, err)
 	}
 }
 
+// holdRefsWhileWriting is off only in a negative-control test.
+var holdRefsWhileWriting = true
+
 // writeLoop writes queued frames. It takes the whole queue at once and
-// writes it with one writev, so a burst of Sends costs one syscall, and a
-// slow reader on the broker side blocks only this goroutine.
+// writes it with one writev (record sets of produce requests referenced in
+// place), so a burst of Sends costs one syscall, and a slow reader on the
+// broker side blocks only this goroutine. Connections without writev (TLS,
+// pipes) get the segments through a bufio.Writer instead of one Write per
+// segment.
 func (c *Conn) writeLoop() {
 	var bufs net.Buffers
-	var batch []*pending
+	var batch, parked []*pending
+	var bw *bufio.Writer
+	var out io.Writer = c.nc
+	if _, ok := c.nc.(*net.TCPConn); !ok {
+		bw = bufio.NewWriterSize(c.nc, 64<<10)
+		out = bw
+	}
 	for {
 		select {
 		case <-c.wake:
@@ -338,6 +370,9 @@ func (c *Conn) writeLoop() {
 			// Marked before writing: once any byte may have left, the
 			// broker may have seen the request.
 			p.written = true
+			// Only frames referencing the caller's bytes need their
+			// completion held back while being written.
+			p.writing = holdRefsWhileWriting && len(p.frame.refs) > 0
 			batch = append(batch, p)
 		}
 		clear(taken)
@@ -349,15 +384,35 @@ func (c *Conn) writeLoop() {
 
 		bufs = bufs[:0]
 		for _, p := range batch {
-			bufs = append(bufs, *p.frame)
+			bufs = p.frame.appendBuffers(bufs)
 		}
 		toWrite := bufs // WriteTo consumes its receiver
-		_, err := toWrite.WriteTo(c.nc)
+		_, err := toWrite.WriteTo(out)
+		if err == nil && bw != nil {
+			err = bw.Flush()
+		}
+		clear(bufs)
 		for _, p := range batch {
 			putFrame(p.frame)
 			p.frame = nil
 		}
-		clear(bufs)
+		// Done with the callers' bytes: completions decided meanwhile
+		// run now, and later ones run directly.
+		parked = parked[:0]
+		c.mu.Lock()
+		for _, p := range batch {
+			p.writing = false
+			if p.parked {
+				parked = append(parked, p)
+			}
+		}
+		c.mu.Unlock()
+		for i, p := range parked {
+			resp, perr := p.resp, p.err
+			p.resp, p.err = nil, nil
+			parked[i] = nil
+			p.done(resp, perr)
+		}
 		if err != nil {
 			c.fail(fmt.Errorf("write: %w", err))
 			return
@@ -403,8 +458,11 @@ func (c *Conn) readLoop() {
 			c.fail(fmt.Errorf("%w: response for correlation id %d before its request was written", ErrMalformedResponse, id))
 			return
 		}
+		writing := false
 		if p != nil {
 			c.removeLocked(p)
+			// A broker may answer before our writev returned.
+			writing = p.writing
 		}
 		c.mu.Unlock()
 		if p == nil {
@@ -413,11 +471,15 @@ func (c *Conn) readLoop() {
 		resp, err := parseResponseAt(frame, p.key, p.version, id)
 		if err != nil {
 			err = fmt.Errorf("%w: %w", ErrConnClosed, err)
-			p.done(nil, &ConnError{Addr: c.addr, Written: true, Err: err})
+			c.complete(p, nil, &ConnError{Addr: c.addr, Written: true, Err: err})
 			c.fail(err)
 			return
 		}
-		p.done(resp, nil)
+		if writing {
+			c.complete(p, resp, nil)
+		} else {
+			p.done(resp, nil)
+		}
 	}
 }
 
@@ -456,16 +518,28 @@ func (c *Conn) expire() {
 		return
 	}
 	now := time.Now()
+	stuck := false
 	for len(c.dl) > 0 && !c.dl[0].deadline.After(now) {
 		p := heap.Pop(&c.dl).(*pending)
 		delete(c.pend, p.id)
-		list = append(list, p)
+		if c.parkLocked(p, nil, &ConnError{Addr: c.addr, Written: true, Err: ErrRequestTimeout}) {
+			stuck = true
+		} else {
+			list = append(list, p)
+		}
 	}
 	c.armedAt = time.Time{}
 	c.armLocked()
 	c.mu.Unlock()
 	for _, p := range list {
 		p.done(nil, &ConnError{Addr: c.addr, Written: p.written, Err: ErrRequestTimeout})
+	}
+	if stuck {
+		// The writer is still writing a produce request past its
+		// deadline: the broker stopped reading. Its completion must wait
+		// until we no longer read the caller's bytes, and only closing
+		// the socket guarantees the write returns.
+		c.fail(fmt.Errorf("%w: a produce request was still being written at its deadline", ErrRequestTimeout))
 	}
 }
 

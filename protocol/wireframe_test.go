@@ -1,0 +1,270 @@
+package protocol
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// produceReq builds a ProduceRequest with two topics whose partitions hold
+// record sets around minRefRecords (copied and referenced), a nil one, an
+// empty one, and at flexible versions unknown tags at every level.
+func produceReq(rng *rand.Rand, v int16) *kmsg.ProduceRequest {
+	r := kmsg.NewPtrProduceRequest()
+	r.Version = v
+	r.Acks = -1
+	r.TimeoutMillis = 30000
+	if v%2 == 0 {
+		txn := "txn-id"
+		r.TransactionID = &txn
+	}
+	sizes := []int{0, 1, minRefRecords - 1, minRefRecords, 16 << 10, 300 << 10}
+	for ti := range 2 {
+		t := kmsg.NewProduceRequestTopic()
+		t.Topic = fmt.Sprintf("topic-%d", ti)
+		t.TopicID = [16]byte{byte(ti + 1), 2, 3}
+		for pi, size := range sizes {
+			p := kmsg.NewProduceRequestTopicPartition()
+			p.Partition = int32(pi)
+			if !(ti == 1 && pi == 0) { // one nil record set
+				p.Records = make([]byte, size)
+				for i := range p.Records {
+					p.Records[i] = byte(rng.Uint32())
+				}
+			}
+			if v >= 9 && pi == 2 {
+				p.UnknownTags.Set(7, []byte{1, 2})
+				p.UnknownTags.Set(3, nil)
+			}
+			t.Partitions = append(t.Partitions, p)
+		}
+		if v >= 9 && ti == 1 {
+			t.UnknownTags.Set(5, []byte("x"))
+		}
+		r.Topics = append(r.Topics, t)
+	}
+	if v >= 9 {
+		r.UnknownTags.Set(9, []byte("req"))
+	}
+	return r
+}
+
+func flatten(f *wireFrame) []byte {
+	var out []byte
+	for _, b := range f.appendBuffers(nil) {
+		out = append(out, b...)
+	}
+	return out
+}
+
+// TestProduceFrameMatchesAppendRequest: the segments Send writes for a
+// produce request, concatenated, are AppendRequest's frame (kmsg's
+// encoding) at every version v3..v14, with and without a client id; and
+// the large record sets really are referenced, not copied.
+func TestProduceFrameMatchesAppendRequest(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	id := "client"
+	for v := int16(3); v <= MaxProduceVersion; v++ {
+		for _, cid := range []*string{nil, &id} {
+			req := produceReq(rng, v)
+			want := AppendRequest(nil, req, 77, cid)
+			f := getFrame()
+			f.encode(req, 77, cid)
+			if got := flatten(f); !bytes.Equal(got, want) {
+				t.Fatalf("v%d: %d bytes on the wire, AppendRequest %d; first difference at %d", v, len(got), len(want), firstDiff(got, want))
+			}
+			// 3 sets per topic are >= minRefRecords.
+			if len(f.refs) != 6 {
+				t.Fatalf("v%d: %d record sets referenced, want 6", v, len(f.refs))
+			}
+			for _, r := range f.refs {
+				if len(r.b) < minRefRecords || &r.b[0] != findRecords(req, len(r.b), &r.b[0]) {
+					t.Fatalf("v%d: a reference is not the caller's record set", v)
+				}
+			}
+			putFrame(f)
+		}
+	}
+}
+
+// TestProduceFrameCatchesStaleRecords is the negative control: changing a
+// referenced record set after encoding changes the wire bytes, so the
+// equality above does compare the referenced bytes, and callers must leave
+// them alone until done.
+func TestProduceFrameCatchesStaleRecords(t *testing.T) {
+	req := produceReq(rand.New(rand.NewPCG(3, 4)), 14)
+	want := AppendRequest(nil, req, 1, nil)
+	f := getFrame()
+	f.encode(req, 1, nil)
+	req.Topics[0].Partitions[4].Records[100] ^= 0xff
+	if bytes.Equal(flatten(f), want) {
+		t.Fatal("a modified referenced record set went unnoticed")
+	}
+}
+
+func findRecords(req *kmsg.ProduceRequest, n int, first *byte) *byte {
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			if len(p.Records) == n && &p.Records[0] == first {
+				return first
+			}
+		}
+	}
+	return nil
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// TestProduceOnTheWire sends produce requests at every version v3..v14
+// through a Conn, over TCP (writev) and a pipe (buffered writes), and
+// checks the broker read exactly AppendRequest's frame.
+func TestProduceOnTheWire(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, transport := range []string{"tcp", "pipe"} {
+		for v := int16(3); v <= MaxProduceVersion; v++ {
+			t.Run(fmt.Sprintf("%s/v%d", transport, v), func(t *testing.T) {
+				b := newFakeBroker(t)
+				frames := make(chan []byte, 4)
+				b.onFrame = func(f []byte) { frames <- f }
+				b.handle = func(h RequestHeader, req kmsg.Request, reply func(any)) {
+					reply(req.ResponseKind())
+				}
+				cfg := DialConfig{ClientID: "wire", MaxVersions: map[int16]int16{0: v}}
+				addr := "pipe"
+				if transport == "tcp" {
+					addr = b.listen()
+				} else {
+					cfg.Dial = b.pipeDial
+				}
+				c := dialT(t, addr, cfg)
+				<-frames // ApiVersions
+				req := produceReq(rng, v)
+				if _, err := c.Do(context.Background(), req); err != nil {
+					t.Fatal(err)
+				}
+				got := <-frames
+				id, _ := ResponseCorrelationID(got[4:]) // after key and version
+				clientID := "wire"
+				want := AppendRequest(nil, req, id, &clientID)[4:]
+				if !bytes.Equal(got, want) {
+					t.Fatalf("broker read %d bytes, AppendRequest %d; first difference at %d", len(got), len(want), firstDiff(got, want))
+				}
+			})
+		}
+	}
+}
+
+// gatedConn counts goroutines inside Write, so a completion can check that
+// the writer no longer reads the caller's bytes.
+type gatedConn struct {
+	net.Conn
+	inWrite *atomic.Int32
+}
+
+func (g gatedConn) Write(p []byte) (int, error) {
+	g.inWrite.Add(1)
+	defer g.inWrite.Add(-1)
+	return g.Conn.Write(p)
+}
+
+// writeHeldRun sends a produce request with a 64 KiB record set to a
+// broker that stopped reading, so the writer blocks inside Write; then
+// either its deadline passes or the conn is closed. It reports the error
+// done got, whether done ran while the writer was still inside Write, and
+// whether the conn died.
+func writeHeldRun(t *testing.T, byClose bool) (err error, duringWrite, dead bool) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeBroker(t)
+		stuck := make(chan struct{})
+		b.handle = func(RequestHeader, kmsg.Request, func(any)) { <-stuck } // stops reading
+		var inWrite atomic.Int32
+		cfg := DialConfig{Dial: func(ctx context.Context, n, a string) (net.Conn, error) {
+			nc, err := b.pipeDial(ctx, n, a)
+			return gatedConn{nc, &inWrite}, err
+		}}
+		c := dialT(t, "pipe", cfg)
+		c.Send(mdReq("0"), 0, func(kmsg.Response, error) {})
+		synctest.Wait() // request 0 read by the broker, which now blocks
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks = -1
+		p := kmsg.NewProduceRequestTopicPartition()
+		p.Records = make([]byte, 64<<10)
+		tp := kmsg.NewProduceRequestTopic()
+		tp.Partitions = append(tp.Partitions, p)
+		req.Topics = append(req.Topics, tp)
+		done := make(chan struct{})
+		timeout := time.Second
+		if byClose {
+			timeout = 0
+		}
+		c.Send(req, timeout, func(_ kmsg.Response, e error) {
+			err, duringWrite = e, inWrite.Load() > 0
+			close(done)
+		})
+		synctest.Wait() // the writer is blocked inside Write
+		if inWrite.Load() == 0 {
+			t.Fatal("writer not blocked in Write")
+		}
+		if byClose {
+			c.Close()
+		}
+		<-done
+		select {
+		case <-c.Done():
+			dead = true
+		default:
+		}
+		c.Close()
+		close(stuck)
+		b.stop()
+	})
+	return err, duringWrite, dead
+}
+
+// TestProduceDoneAfterWriteReturns: a produce request whose record set is
+// written from the caller's memory completes only once the writer is out
+// of Write, both when its deadline passes mid-write (which closes the
+// conn: only that unblocks the write) and when the conn is closed.
+func TestProduceDoneAfterWriteReturns(t *testing.T) {
+	for _, byClose := range []bool{false, true} {
+		err, during, dead := writeHeldRun(t, byClose)
+		if during {
+			t.Fatalf("byClose=%v: done ran while the writer was still reading the record set", byClose)
+		}
+		want := ErrRequestTimeout
+		if byClose {
+			want = ErrConnClosed
+		}
+		if !errors.Is(err, want) || SafeToRetry(err) || !dead {
+			t.Fatalf("byClose=%v: err %v (want %v, not safe to retry), conn dead %v", byClose, err, want, dead)
+		}
+	}
+}
+
+// TestProduceDoneAfterWriteReturnsNegativeControl: with the hold-back off
+// (what a plain copy-free writer would do), the timeout case runs done
+// while the writer is blocked in Write, and the check above sees it.
+func TestProduceDoneAfterWriteReturnsNegativeControl(t *testing.T) {
+	holdRefsWhileWriting = false
+	defer func() { holdRefsWhileWriting = true }()
+	_, during, _ := writeHeldRun(t, false)
+	if !during {
+		t.Fatal("the check missed a completion during the write")
+	}
+}
