@@ -69,6 +69,9 @@ type Conn struct {
 	nextID atomic.Int32
 	wake   chan struct{} // cap 1: queue became non-empty
 	done   chan struct{}
+	// wmu is held by the writer while it writes, so Close can wait until
+	// no caller bytes are read any more.
+	wmu sync.Mutex
 
 	// mu guards the following.
 	mu      sync.Mutex
@@ -242,12 +245,20 @@ func (c *Conn) InFlight() int {
 
 // Close closes the connection. Every queued or outstanding request
 // completes with a [*ConnError] wrapping [ErrConnClosed]; those completions
-// run on a separate goroutine, so Close may be called from a completion or
-// while holding a lock that completions take. The reader and writer
-// goroutines exit shortly after. Close is idempotent and returns nil.
+// run on other goroutines, so Close may be called from a completion or
+// while holding a lock that completions take. When Close returns the
+// connection no longer reads any request's record bytes (a write in
+// progress has returned), even if some completions have yet to run. The
+// reader and writer goroutines exit shortly after. Close is idempotent and
+// returns nil.
 func (c *Conn) Close() error {
 	if list, err := c.kill(fmt.Errorf("%w by Close", ErrConnClosed)); len(list) > 0 {
 		go c.failAll(list, err)
+	}
+	if holdRefsWhileWriting {
+		// The socket is closed, so a write in progress returns soon.
+		c.wmu.Lock()
+		c.wmu.Unlock()
 	}
 	return nil
 }
@@ -387,10 +398,19 @@ func (c *Conn) writeLoop() {
 			bufs = p.frame.appendBuffers(bufs)
 		}
 		toWrite := bufs // WriteTo consumes its receiver
-		_, err := toWrite.WriteTo(out)
-		if err == nil && bw != nil {
-			err = bw.Flush()
+		var err error
+		c.wmu.Lock()
+		select {
+		case <-c.done:
+			// Closed since the queue was taken: Close may have returned
+			// already, so the callers' bytes must not be read.
+			err = ErrConnClosed
+		default:
+			if _, err = toWrite.WriteTo(out); err == nil && bw != nil {
+				err = bw.Flush()
+			}
 		}
+		c.wmu.Unlock()
 		clear(bufs)
 		for _, p := range batch {
 			putFrame(p.frame)

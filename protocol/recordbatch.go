@@ -73,17 +73,37 @@ type BatchHeader struct {
 // has grown an Append allocates nothing. The zero value is ready to use.
 // Not safe for concurrent use. Reset makes it reusable, keeping the buffer.
 type BatchBuilder struct {
-	buf     []byte // encoded record bodies, uncompressed
+	// buf is RecordBatchOverhead bytes reserved for the header (filled
+	// only by BuildInPlace) followed by the encoded record bodies,
+	// uncompressed; empty until the first Append or Grow.
+	buf     []byte
+	out     []byte // BuildInPlace's compressed batch, reused
 	n       int32
 	firstTS int64
 	maxTS   int64
 }
 
-// Reset forgets all records, keeping the allocated buffer.
+// Reset forgets all records, keeping the allocated buffers. A batch
+// returned by [BatchBuilder.BuildInPlace] is invalid from then on.
 func (b *BatchBuilder) Reset() {
 	b.buf = b.buf[:0]
 	b.n = 0
 	b.firstTS, b.maxTS = 0, 0
+}
+
+// reserve makes sure buf starts with the header space.
+func (b *BatchBuilder) reserve() {
+	if len(b.buf) < RecordBatchOverhead {
+		b.buf = append(b.buf[:0], make([]byte, RecordBatchOverhead)...)
+	}
+}
+
+// records returns the encoded record bodies.
+func (b *BatchBuilder) records() []byte {
+	if len(b.buf) < RecordBatchOverhead {
+		return nil
+	}
+	return b.buf[RecordBatchOverhead:]
 }
 
 // Append encodes one record. timestampMs is milliseconds since the epoch
@@ -99,6 +119,7 @@ func (b *BatchBuilder) Append(timestampMs int64, key, value []byte, headers []He
 	}
 	tsDelta := timestampMs - b.firstTS
 	body := recordBodySize(tsDelta, b.n, key, value, headers)
+	b.reserve()
 	dst := b.buf
 	dst = kbin.AppendVarint(dst, int32(body))
 	dst = append(dst, 0) // record attributes, unused
@@ -117,7 +138,10 @@ func (b *BatchBuilder) Append(timestampMs int64, key, value []byte, headers []He
 
 // Grow makes room for n more bytes of records, so a batch that will reach
 // batch.size is allocated once instead of doubling its way there.
-func (b *BatchBuilder) Grow(n int) { b.buf = slices.Grow(b.buf, n) }
+func (b *BatchBuilder) Grow(n int) {
+	b.reserve()
+	b.buf = slices.Grow(b.buf, n)
+}
 
 // NumRecords returns how many records were appended since the last Reset.
 func (b *BatchBuilder) NumRecords() int { return int(b.n) }
@@ -125,7 +149,7 @@ func (b *BatchBuilder) NumRecords() int { return int(b.n) }
 // EncodedLen returns the uncompressed size in bytes of the records appended
 // so far, excluding the [RecordBatchOverhead]. An uncompressed batch built
 // now is exactly RecordBatchOverhead+EncodedLen bytes.
-func (b *BatchBuilder) EncodedLen() int { return len(b.buf) }
+func (b *BatchBuilder) EncodedLen() int { return len(b.records()) }
 
 // FirstTimestamp returns the timestamp of the first record appended, 0 if
 // none.
@@ -166,27 +190,80 @@ func recordBodySize(tsDelta int64, offDelta int32, key, value []byte, headers []
 // lastOffsetDelta, first and max timestamps, the producer fields from h, the
 // record count, and the record bodies compressed with h.Compression (always,
 // even when that does not shrink them), then the length and the CRC-32C
-// (Castagnoli) over everything after the CRC field. The builder is left
-// unchanged, so Build may run again (for example with another codec). On
-// error ([ErrEmptyBatch], [ErrUnknownCodec], a compressor failure) dst is
-// returned with its original length.
+// (Castagnoli) over everything after the CRC field. The result never
+// aliases the builder, and the builder is left unchanged, so Build may run
+// again (for example with another codec). On error ([ErrEmptyBatch],
+// [ErrUnknownCodec], a compressor failure) dst is returned with its
+// original length.
 func (b *BatchBuilder) Build(dst []byte, h BatchHeader) ([]byte, error) {
-	if b.n == 0 {
-		return dst, ErrEmptyBatch
-	}
-	if !h.Compression.valid() {
-		return dst, fmt.Errorf("%w: %d", ErrUnknownCodec, int8(h.Compression))
+	if err := b.check(h); err != nil {
+		return dst, err
 	}
 	start := len(dst)
+	dst = b.appendHeader(dst, h)
+	var err error
+	dst, err = Compress(dst, h.Compression, b.records())
+	if err != nil {
+		return dst[:start], err
+	}
+	if err := finishBatch(dst[start:]); err != nil {
+		return dst[:start], err
+	}
+	return dst, nil
+}
+
+// BuildInPlace returns the same batch as Build(nil, h), in memory owned by
+// b instead of a new slice. With [CodecNone] the header is written into
+// space reserved in front of the records, so nothing is copied; other
+// codecs compress into a buffer b keeps for the next batch. The result is
+// valid and unchanged until the next Reset, Append, Grow, Build or
+// BuildInPlace on b, and must not be modified by the caller: a producer
+// keeps it, unchanged, until the batch is acknowledged and only then
+// Resets b (a batch to renumber with [SetBatchSequence] is copied first).
+// Errors are Build's; on error nothing is returned.
+func (b *BatchBuilder) BuildInPlace(h BatchHeader) ([]byte, error) {
+	if err := b.check(h); err != nil {
+		return nil, err
+	}
+	if h.Compression != CodecNone {
+		out, err := b.Build(b.out[:0], h)
+		if err != nil {
+			return nil, err
+		}
+		b.out = out
+		return out, nil
+	}
+	batch := b.buf
+	b.appendHeader(batch[:0], h)
+	if err := finishBatch(batch); err != nil {
+		return nil, err
+	}
+	return batch, nil
+}
+
+// check reports why b cannot be built with h.
+func (b *BatchBuilder) check(h BatchHeader) error {
+	if b.n == 0 {
+		return ErrEmptyBatch
+	}
+	if !h.Compression.valid() {
+		return fmt.Errorf("%w: %d", ErrUnknownCodec, int8(h.Compression))
+	}
+	return nil
+}
+
+// appendHeader appends the RecordBatchOverhead header bytes, with the
+// length and CRC left zero for finishBatch.
+func (b *BatchBuilder) appendHeader(dst []byte, h BatchHeader) []byte {
 	attrs := int16(h.Compression)
 	if h.Transactional {
 		attrs |= attrTransactional
 	}
 	dst = kbin.AppendInt64(dst, 0)     // baseOffset: the broker assigns it
-	dst = kbin.AppendInt32(dst, 0)     // length, set below
+	dst = kbin.AppendInt32(dst, 0)     // length, set by finishBatch
 	dst = kbin.AppendInt32(dst, -1)    // partitionLeaderEpoch: clients send -1
 	dst = append(dst, 2)               // magic
-	dst = kbin.AppendInt32(dst, 0)     // crc, set below
+	dst = kbin.AppendInt32(dst, 0)     // crc, set by finishBatch
 	dst = kbin.AppendInt16(dst, attrs) // attributes
 	dst = kbin.AppendInt32(dst, b.n-1) // lastOffsetDelta
 	dst = kbin.AppendInt64(dst, b.firstTS)
@@ -194,19 +271,17 @@ func (b *BatchBuilder) Build(dst []byte, h BatchHeader) ([]byte, error) {
 	dst = kbin.AppendInt64(dst, h.ProducerID)
 	dst = kbin.AppendInt16(dst, h.ProducerEpoch)
 	dst = kbin.AppendInt32(dst, h.BaseSequence)
-	dst = kbin.AppendInt32(dst, b.n)
-	var err error
-	dst, err = Compress(dst, h.Compression, b.buf)
-	if err != nil {
-		return dst[:start], err
-	}
-	batch := dst[start:]
+	return kbin.AppendInt32(dst, b.n)
+}
+
+// finishBatch sets the length and CRC of a whole batch.
+func finishBatch(batch []byte) error {
 	if len(batch)-lengthBase > math.MaxInt32 {
-		return dst[:start], fmt.Errorf("protocol: batch of %d bytes too large", len(batch))
+		return fmt.Errorf("protocol: batch of %d bytes too large", len(batch))
 	}
 	binary.BigEndian.PutUint32(batch[offLength:], uint32(len(batch)-lengthBase))
 	binary.BigEndian.PutUint32(batch[offCRC:], crc32.Checksum(batch[offAttributes:], crc32c))
-	return dst, nil
+	return nil
 }
 
 // SetBatchSequence rewrites the producer id, epoch and base sequence of an

@@ -111,6 +111,20 @@ func BenchmarkBuildRecordBatch(b *testing.B) {
 				dst = buildOurs(&bb, dst[:0], keys, values, c, 0)
 			}
 		})
+		b.Run(c.String()+"/longhaul-inplace", func(b *testing.B) {
+			var bb BatchBuilder
+			b.SetBytes(raw)
+			b.ReportAllocs()
+			for b.Loop() {
+				bb.Reset()
+				for i := range keys {
+					bb.Append(1700000000000+int64(i), keys[i], values[i], benchHeaders)
+				}
+				if _, err := bb.BuildInPlace(BatchHeader{ProducerID: 1, Compression: c}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 		b.Run(c.String()+"/kmsg", func(b *testing.B) {
 			s := newKmsgState(c)
 			var dst []byte

@@ -188,7 +188,7 @@ func (g gatedConn) Write(p []byte) (int, error) {
 // either its deadline passes or the conn is closed. It reports the error
 // done got, whether done ran while the writer was still inside Write, and
 // whether the conn died.
-func writeHeldRun(t *testing.T, byClose bool) (err error, duringWrite, dead bool) {
+func writeHeldRun(t *testing.T, byClose bool) (err error, duringWrite, dead, closeDuringWrite bool) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newFakeBroker(t)
 		stuck := make(chan struct{})
@@ -223,6 +223,9 @@ func writeHeldRun(t *testing.T, byClose bool) (err error, duringWrite, dead bool
 		}
 		if byClose {
 			c.Close()
+			if inWrite.Load() > 0 {
+				closeDuringWrite = true
+			}
 		}
 		<-done
 		select {
@@ -234,18 +237,22 @@ func writeHeldRun(t *testing.T, byClose bool) (err error, duringWrite, dead bool
 		close(stuck)
 		b.stop()
 	})
-	return err, duringWrite, dead
+	return err, duringWrite, dead, closeDuringWrite
 }
 
 // TestProduceDoneAfterWriteReturns: a produce request whose record set is
 // written from the caller's memory completes only once the writer is out
 // of Write, both when its deadline passes mid-write (which closes the
-// conn: only that unblocks the write) and when the conn is closed.
+// conn: only that unblocks the write) and when the conn is closed; and
+// Close returns only once the writer is out of Write.
 func TestProduceDoneAfterWriteReturns(t *testing.T) {
 	for _, byClose := range []bool{false, true} {
-		err, during, dead := writeHeldRun(t, byClose)
+		err, during, dead, closeEarly := writeHeldRun(t, byClose)
 		if during {
 			t.Fatalf("byClose=%v: done ran while the writer was still reading the record set", byClose)
+		}
+		if closeEarly {
+			t.Fatal("Close returned while the writer was still in Write")
 		}
 		want := ErrRequestTimeout
 		if byClose {
@@ -263,7 +270,7 @@ func TestProduceDoneAfterWriteReturns(t *testing.T) {
 func TestProduceDoneAfterWriteReturnsNegativeControl(t *testing.T) {
 	holdRefsWhileWriting = false
 	defer func() { holdRefsWhileWriting = true }()
-	_, during, _ := writeHeldRun(t, false)
+	_, during, _, _ := writeHeldRun(t, false)
 	if !during {
 		t.Fatal("the check missed a completion during the write")
 	}
