@@ -13,7 +13,9 @@
 //     answers "could the broker have seen it?" for a failed request.
 //   - Typed helpers: [Metadata], [InitProducerID], [ListOffsets], [Fetch].
 //   - Record batches: [BatchBuilder] builds a RecordBatch v2 (with
-//     [Compress] for the body) byte-identical to kmsg's encoding;
+//     [Compress] for the body) byte-identical to kmsg's encoding, into the
+//     caller's slice ([BatchBuilder.Build]) or, without copying an
+//     uncompressed body, into its own ([BatchBuilder.BuildInPlace]);
 //     [ParseBatchHeader], [ParseRecordBatch] and [SplitBatches] decode
 //     them; [SetBatchSequence] and [SetBaseOffset] patch encoded batches.
 //   - Produce v14 (KIP-1269): [BatchesToRetain] and [SetBatchesToRetain]
@@ -29,12 +31,16 @@
 // written; [Conn.Do] and the helpers derive the request deadline from ctx.
 //
 // Concurrency: a [Conn] runs one writer goroutine (requests are encoded by
-// Send, then written back to back, so callers never wait on the network)
+// Send, then written back to back, so callers never wait on the network;
+// produce record sets are written from the caller's memory with writev, so
+// they belong to the connection until the request's completion has run)
 // and one reader goroutine that matches responses to requests by
 // correlation id. Deadlines are kept in one heap behind one timer. Each
 // request completes exactly once: whoever removes it from the pending set
 // under the connection's mutex (reader, timer, or the code killing the
-// connection) runs its callback, outside the mutex. The free functions are
+// connection) runs its callback, outside the mutex, unless the writer is
+// still writing the request's record bytes: then the writer runs it once
+// the write has returned. The free functions are
 // safe for concurrent use (compressors come from sync.Pools); a
 // [BatchBuilder] belongs to one goroutine at a time.
 package protocol
