@@ -55,6 +55,10 @@ func requestSeeds(t testing.TB) [][]byte {
 		tp.Partitions = append(tp.Partitions, pp)
 		r.Topics = append(r.Topics, tp)
 		out = append(out, AppendRequest(nil, r, 2, nil)[4:])
+		// Large enough to be written by reference (wireFrame).
+		pp.Records = bytes.Repeat(batch, minRefRecords/len(batch)+1)
+		r.Topics[0].Partitions = append(r.Topics[0].Partitions, pp)
+		out = append(out, AppendRequest(nil, r, 3, &id)[4:])
 	}
 	return out
 }
@@ -167,8 +171,9 @@ func FuzzParseRecordBatch(f *testing.F) {
 }
 
 // FuzzParseRequest feeds arbitrary frames to the broker-side parser: no
-// panic, and any request it accepts re-encodes to a frame that parses to
-// the same body.
+// panic, any request it accepts re-encodes to a frame that parses to the
+// same body, and Conn.Send's segmented encoding of it equals
+// AppendRequest's frame.
 func FuzzParseRequest(f *testing.F) {
 	for _, s := range requestSeeds(f) {
 		f.Add(s)
@@ -191,6 +196,14 @@ func FuzzParseRequest(f *testing.F) {
 		}
 		if h2.CorrelationID != h.CorrelationID || !bytes.Equal(req2.AppendTo(nil), body) {
 			t.Fatal("request changed across a round trip")
+		}
+		// What Conn.Send writes (produce record sets by reference) is
+		// AppendRequest's frame.
+		f := getFrame()
+		defer putFrame(f)
+		f.encode(req, h.CorrelationID, h.ClientID)
+		if want := AppendRequest(nil, req, h.CorrelationID, h.ClientID); !bytes.Equal(flatten(f), want) {
+			t.Fatalf("key %d v%d: Send's segments differ from AppendRequest", h.Key, h.Version)
 		}
 	})
 }
