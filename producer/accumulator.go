@@ -95,7 +95,7 @@ func newBatch(ps *partitionState, now time.Time, size int) *batch {
 func (b *batch) recycle() {
 	clear(b.records)
 	b.records = b.records[:0]
-	b.bytes = b.bytes[:0]
+	b.bytes = nil // builder memory, reused by the builder itself
 	b.part = nil
 	b.memory = 0
 	b.attempts = 0
@@ -131,7 +131,7 @@ func (p *Producer) appendLocked(r *Record, cb Callback, size int) error {
 		t.waiting = append(t.waiting, pendingRecord{rec: r, cb: cb, size: size, at: time.Now()})
 		return nil
 	}
-	return p.placeLocked(t, pendingRecord{rec: r, cb: cb, size: size}, time.Now())
+	return p.placeLocked(t, pendingRecord{rec: r, cb: cb, size: size}, time.Time{})
 }
 
 func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) error {
@@ -157,6 +157,9 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) e
 		b = nil
 	}
 	if b == nil {
+		if now.IsZero() {
+			now = time.Now() // once per batch, not per record
+		}
 		b = newBatch(ps, now, min(p.cfg.batchSize, p.maxBatchBody())+pr.size)
 		ps.open = b
 		if !ps.inActive {

@@ -2,7 +2,6 @@ package producer
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -406,9 +405,10 @@ func (s *sender) takeBatch(ps *partitionState) *batch {
 		ps.nextSeq = addSeq(ps.nextSeq, b.builder.NumRecords())
 		b.ord = ps.nextOrd
 		ps.nextOrd++
+		// The batch is built in the builder's own memory (no copy when
+		// uncompressed); it stays there, unchanged, until the batch is done.
 		var err error
-		b.bytes = slices.Grow(b.bytes[:0], b.builder.EncodedLen()+protocol.RecordBatchOverhead)
-		b.bytes, err = b.builder.Build(b.bytes, protocol.BatchHeader{
+		b.bytes, err = b.builder.BuildInPlace(protocol.BatchHeader{
 			ProducerID:    s.pid,
 			ProducerEpoch: s.epoch,
 			BaseSequence:  b.seq,
@@ -418,7 +418,7 @@ func (s *sender) takeBatch(ps *partitionState) *batch {
 			// Only a codec failure can get here; the records stay safe
 			// and the batch is sent uncompressed.
 			s.p.log.Error("compressing a batch failed; sending it uncompressed", "err", err)
-			b.bytes, _ = b.builder.Build(b.bytes[:0], protocol.BatchHeader{
+			b.bytes, _ = b.builder.BuildInPlace(protocol.BatchHeader{
 				ProducerID: s.pid, ProducerEpoch: s.epoch, BaseSequence: b.seq,
 			})
 		}
@@ -472,7 +472,8 @@ func (s *sender) issue(sr *sentRequest) {
 	// A request timeout closes the connection (connFailed), so the
 	// broker's own timeout gets the same budget.
 	sr.conn.Send(req, s.cfg.requestTimeout, sr.onDone)
-	// Drop the batch references: the bytes are already in the frame.
+	// Drop the request's references; the connection holds the batch bytes
+	// until sr.onDone runs.
 	for i := range topics {
 		for j := range topics[i].Partitions {
 			topics[i].Partitions[j].Records = nil
