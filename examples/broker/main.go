@@ -22,20 +22,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
+
+	"github.com/longhaul-kafka/longhaul/internal/cli"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
-}
+func main() { cli.Main(run) }
 
 // run parses args, starts the cluster and serves until ctx is done. It
 // returns the exit status: 0 after a clean stop, 1 if the cluster cannot

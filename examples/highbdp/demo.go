@@ -14,6 +14,8 @@ import (
 	"github.com/longhaul-kafka/longhaul/internal/broker"
 	"github.com/longhaul-kafka/longhaul/internal/topicadmin"
 	"github.com/longhaul-kafka/longhaul/protocol"
+
+	"github.com/longhaul-kafka/longhaul/internal/cli"
 )
 
 // demo is one invocation: where it produces and what it found.
@@ -32,10 +34,10 @@ func (d *demo) run(ctx context.Context) int {
 	if err := d.setup(ctx); err != nil {
 		if ctx.Err() != nil {
 			fmt.Fprintln(d.stderr, "highbdp: interrupted before producing")
-			return exitInterrupted
+			return cli.ExitInterrupted
 		}
 		fmt.Fprintf(d.stderr, "highbdp: %v\n", err)
-		return exitFailed
+		return cli.ExitFailed
 	}
 	if d.cluster != nil {
 		defer d.cluster.Close()
@@ -53,9 +55,9 @@ func (d *demo) run(ctx context.Context) int {
 			if ctx.Err() != nil {
 				fmt.Fprintf(d.stdout, "\ninterrupted: %s\n", r.undelivered())
 				d.printTable(results)
-				return exitInterrupted
+				return cli.ExitInterrupted
 			}
-			return exitFailed
+			return cli.ExitFailed
 		}
 	}
 	fmt.Fprintln(d.stdout)
@@ -67,9 +69,9 @@ func (d *demo) run(ctx context.Context) int {
 		}
 	}
 	if failed {
-		return exitFailed
+		return cli.ExitFailed
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 // setup starts the embedded broker, or makes sure the topics exist on the

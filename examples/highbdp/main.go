@@ -32,37 +32,22 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
+
+	"github.com/longhaul-kafka/longhaul/internal/cli"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop() // a second Ctrl-C kills the process at once
-	}()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
-}
-
-// Exit statuses of run.
-const (
-	exitOK          = 0
-	exitFailed      = 1
-	exitUsage       = 2
-	exitInterrupted = 130 // 128 + SIGINT, as shells report it
-)
+func main() { cli.Main(run) }
 
 // run parses args, runs the demo and returns the exit status. The table
 // goes to stdout; progress lines and notes go to stderr.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
+		return cli.ExitOK
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "highbdp: %v\nRun with -h for the flags.\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	d := &demo{o: o, stdout: stdout, stderr: stderr, tty: isTerminal(stderr)}
 	return d.run(ctx)

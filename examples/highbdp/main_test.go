@@ -12,6 +12,8 @@ import (
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
 	"github.com/longhaul-kafka/longhaul/producer"
+
+	"github.com/longhaul-kafka/longhaul/internal/cli"
 )
 
 func TestBadFlagsExit2(t *testing.T) {
@@ -29,7 +31,7 @@ func TestBadFlagsExit2(t *testing.T) {
 		{"extra"},
 	} {
 		var out, errb bytes.Buffer
-		if code := run(context.Background(), args, &out, &errb); code != exitUsage {
+		if code := run(context.Background(), args, &out, &errb); code != cli.ExitUsage {
 			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, code, errb.String())
 		}
 		if errb.Len() == 0 {
@@ -133,8 +135,8 @@ func TestInterruptReportsUndelivered(t *testing.T) {
 	// At 5 batches per 50ms this takes ~10 s; the first progress line
 	// cancels it.
 	code := run(ctx, []string{"--records", "15000", "--progress", "20ms"}, &out, errw)
-	if code != exitInterrupted {
-		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitInterrupted, out.String(), errw.buf.String())
+	if code != cli.ExitInterrupted {
+		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, cli.ExitInterrupted, out.String(), errw.buf.String())
 	}
 	if !strings.Contains(out.String(), "interrupted: highbdp-w5: ") || !strings.Contains(out.String(), "produced records acknowledged") {
 		t.Errorf("no report of what was delivered:\n%s", out.String())

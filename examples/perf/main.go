@@ -35,37 +35,21 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
+
+	"github.com/longhaul-kafka/longhaul/internal/cli"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop() // a second Ctrl-C kills the process at once
-	}()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
-}
-
-// Exit statuses of run.
-const (
-	exitOK          = 0
-	exitFailed      = 1
-	exitUsage       = 2
-	exitInterrupted = 130 // 128 + SIGINT, as shells report it
-)
+func main() { cli.Main(run) }
 
 // run parses args, runs the test and returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
+		return cli.ExitOK
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "perf: %v\nRun with -h for the flags.\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	t := &perfTest{o: o, stdout: stdout, stderr: stderr}
 	return t.run(ctx)

@@ -14,6 +14,8 @@ import (
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
 	"github.com/longhaul-kafka/longhaul/internal/perfstat"
+
+	"github.com/longhaul-kafka/longhaul/internal/cli"
 )
 
 func TestBadFlagsExit2(t *testing.T) {
@@ -34,7 +36,7 @@ func TestBadFlagsExit2(t *testing.T) {
 		{"extra"},
 	} {
 		var out, errb bytes.Buffer
-		if code := run(context.Background(), args, &out, &errb); code != exitUsage {
+		if code := run(context.Background(), args, &out, &errb); code != cli.ExitUsage {
 			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, code, errb.String())
 		}
 		if errb.Len() == 0 {
@@ -179,7 +181,7 @@ func TestProducerConfigFileAndExternalCluster(t *testing.T) {
 	// Without the override the file's bad batch.size is reported.
 	errb.Reset()
 	args = []string{"--topic", "ext", "--num-records", "1", "--producer.config", file}
-	if code := run(context.Background(), args, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), "batch.size") {
+	if code := run(context.Background(), args, &out, &errb); code != cli.ExitUsage || !strings.Contains(errb.String(), "batch.size") {
 		t.Errorf("bad batch.size in file: exit %d, stderr %q", code, errb.String())
 	}
 }
@@ -215,8 +217,8 @@ func TestInterruptPrintsSummaryAndUndelivered(t *testing.T) {
 	out := &cancelOnWrite{want: "records sent", cancel: cancel}
 	var errb bytes.Buffer
 	args := []string{"--num-records", "1000000", "--throughput", "2000", "--reporting-interval", "20"}
-	if code := run(ctx, args, out, &errb); code != exitInterrupted {
-		t.Fatalf("exit %d, want %d\nstderr:\n%s", code, exitInterrupted, errb.String())
+	if code := run(ctx, args, out, &errb); code != cli.ExitInterrupted {
+		t.Fatalf("exit %d, want %d\nstderr:\n%s", code, cli.ExitInterrupted, errb.String())
 	}
 	s, err := perfstat.ParseSummary(lastLine(out.String()))
 	if err != nil || s.Records < 1 || s.Records >= 1000000 {

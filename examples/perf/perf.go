@@ -16,6 +16,8 @@ import (
 	"github.com/longhaul-kafka/longhaul/internal/perfstat"
 	"github.com/longhaul-kafka/longhaul/internal/topicadmin"
 	"github.com/longhaul-kafka/longhaul/producer"
+
+	"github.com/longhaul-kafka/longhaul/internal/cli"
 )
 
 // interruptGrace is how long Close may keep delivering after an interrupt
@@ -54,7 +56,7 @@ func (t *perfTest) run(ctx context.Context) int {
 			{Name: o.topic, Partitions: int32(o.partitions), Window: o.window}}})
 		if err != nil {
 			fmt.Fprintf(t.stderr, "perf: start embedded broker: %v\n", err)
-			return exitFailed
+			return cli.ExitFailed
 		}
 		defer c.Close()
 		cluster, bootstrap = c, c.Addr()
@@ -74,18 +76,18 @@ func (t *perfTest) run(ctx context.Context) int {
 		fmt.Fprintf(t.stderr, "perf: %v\n", err)
 		var ce *producer.ConfigError
 		if errors.As(err, &ce) {
-			return exitUsage
+			return cli.ExitUsage
 		}
-		return exitFailed
+		return cli.ExitFailed
 	}
 	if cluster == nil {
 		if err := t.ensureTopic(ctx, bootstrap); err != nil {
 			p.Close(context.Background())
 			if ctx.Err() != nil {
-				return exitInterrupted
+				return cli.ExitInterrupted
 			}
 			fmt.Fprintf(t.stderr, "perf: %v\n", err)
-			return exitFailed
+			return cli.ExitFailed
 		}
 	}
 
@@ -151,7 +153,7 @@ func (t *perfTest) run(ctx context.Context) int {
 		enc := json.NewEncoder(t.stdout)
 		if err := enc.Encode(js); err != nil {
 			fmt.Fprintf(t.stderr, "perf: %v\n", err)
-			return exitFailed
+			return cli.ExitFailed
 		}
 	} else {
 		fmt.Fprintln(t.stdout, sum.String())
@@ -165,14 +167,14 @@ func (t *perfTest) run(ctx context.Context) int {
 	}
 	switch {
 	case interrupted:
-		return exitInterrupted
+		return cli.ExitInterrupted
 	case failed.Load() > 0 || flushErr != nil || closeErr != nil:
 		if flushErr != nil || closeErr != nil {
 			fmt.Fprintf(t.stderr, "perf: %v\n", errors.Join(flushErr, closeErr))
 		}
-		return exitFailed
+		return cli.ExitFailed
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 // reportLoop prints a progress window every reporting interval until the

@@ -26,34 +26,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
 	"github.com/longhaul-kafka/longhaul/internal/topicadmin"
 	"github.com/longhaul-kafka/longhaul/producer"
+
+	"github.com/longhaul-kafka/longhaul/internal/cli"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop() // a second Ctrl-C kills the process at once
-	}()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
-}
-
-// Exit statuses of run.
-const (
-	exitOK          = 0
-	exitFailed      = 1
-	exitUsage       = 2
-	exitInterrupted = 130 // 128 + SIGINT, as shells report it
-)
+func main() { cli.Main(run) }
 
 // interruptGrace is how long Close may keep delivering after an interrupt.
 var interruptGrace = 5 * time.Second
@@ -101,19 +85,19 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
+		return cli.ExitOK
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "quickstart: %v\nRun with -h for the flags.\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	bootstrap, stopBroker, err := connectTo(ctx, o, stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "quickstart: %v\n", err)
 		if ctx.Err() != nil {
-			return exitInterrupted
+			return cli.ExitInterrupted
 		}
-		return exitFailed
+		return cli.ExitFailed
 	}
 	defer stopBroker()
 
@@ -127,7 +111,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	)
 	if err != nil {
 		fmt.Fprintf(stderr, "quickstart: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	var (
 		mu       sync.Mutex
@@ -180,15 +164,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case ctx.Err() != nil:
 		fmt.Fprintf(stdout, "interrupted: %d of %d records delivered, %d not delivered, %d never produced\n",
 			acked, o.records, failed, o.records-produced)
-		return exitInterrupted
+		return cli.ExitInterrupted
 	case failed > 0:
 		fmt.Fprintf(stderr, "quickstart: %d records not delivered; first error: %v\n", failed, firstErr)
-		return exitFailed
+		return cli.ExitFailed
 	case flushErr != nil || closeErr != nil:
 		fmt.Fprintf(stderr, "quickstart: %v\n", errors.Join(flushErr, closeErr))
-		return exitFailed
+		return cli.ExitFailed
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 // offsetRange is what one partition received.

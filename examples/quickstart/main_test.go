@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
+
+	"github.com/longhaul-kafka/longhaul/internal/cli"
 )
 
 func TestBadFlagsExit2(t *testing.T) {
@@ -21,7 +23,7 @@ func TestBadFlagsExit2(t *testing.T) {
 		{"extra"},
 	} {
 		var out, errb bytes.Buffer
-		if code := run(context.Background(), args, &out, &errb); code != exitUsage {
+		if code := run(context.Background(), args, &out, &errb); code != cli.ExitUsage {
 			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, code, errb.String())
 		}
 		if errb.Len() == 0 {
@@ -115,8 +117,8 @@ func TestInterruptedRunReportsUndelivered(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // interrupted before the first record
 	var out, errb bytes.Buffer
-	if code := run(ctx, nil, &out, &errb); code != exitInterrupted {
-		t.Fatalf("exit %d, want %d\n%s%s", code, exitInterrupted, out.String(), errb.String())
+	if code := run(ctx, nil, &out, &errb); code != cli.ExitInterrupted {
+		t.Fatalf("exit %d, want %d\n%s%s", code, cli.ExitInterrupted, out.String(), errb.String())
 	}
 	if !strings.Contains(out.String(), "interrupted: 0 of 1000 records delivered") {
 		t.Errorf("no report of what was not delivered:\n%s", out.String())

@@ -1,0 +1,32 @@
+// Package cli holds what the example programs' main functions share: they
+// run until done or interrupted, and exit with the status their run
+// function returns.
+package cli
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit statuses of the example programs.
+const (
+	ExitOK          = 0
+	ExitFailed      = 1
+	ExitUsage       = 2   // bad flags
+	ExitInterrupted = 130 // 128 + SIGINT, as shells report it
+)
+
+// Main calls run with the program's arguments and a context that is
+// cancelled on SIGINT or SIGTERM, then exits with run's status. A second
+// interrupt kills the process at once.
+func Main(run func(ctx context.Context, args []string, stdout, stderr io.Writer) int) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // restore default handling: the next Ctrl-C ends the process
+	}()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
