@@ -49,6 +49,31 @@ func (r *sliceReader) ReadByte() (byte, error) {
 	return c, nil
 }
 
+// streamEncoder is the part of gzip.Writer and lz4.Writer that
+// compressStream uses.
+type streamEncoder interface {
+	Reset(w io.Writer)
+	Write(p []byte) (int, error)
+	Close() error
+}
+
+// compressStream appends src compressed by w to dst through aw. On error dst
+// keeps its original length.
+func compressStream(dst []byte, w streamEncoder, aw *appendWriter, src []byte) ([]byte, error) {
+	start := len(dst)
+	aw.b = dst
+	w.Reset(aw)
+	_, err := w.Write(src)
+	if err == nil {
+		err = w.Close()
+	}
+	dst, aw.b = aw.b, nil
+	if err != nil {
+		return dst[:start], err
+	}
+	return dst, nil
+}
+
 type gzipEnc struct {
 	w  *gzip.Writer
 	aw appendWriter
@@ -128,16 +153,10 @@ func Compress(dst []byte, c Codec, src []byte) ([]byte, error) {
 		return append(dst, src...), nil
 	case CodecGzip:
 		e := gzipEncPool.Get().(*gzipEnc)
-		e.aw.b = dst
-		e.w.Reset(&e.aw)
-		_, err := e.w.Write(src)
-		if err == nil {
-			err = e.w.Close()
-		}
-		dst, e.aw.b = e.aw.b, nil
+		dst, err := compressStream(dst, e.w, &e.aw, src)
 		gzipEncPool.Put(e)
 		if err != nil {
-			return dst[:start], fmt.Errorf("protocol: gzip: %w", err)
+			return dst, fmt.Errorf("protocol: gzip: %w", err)
 		}
 		return dst, nil
 	case CodecSnappy:
@@ -150,16 +169,10 @@ func Compress(dst []byte, c Codec, src []byte) ([]byte, error) {
 		return dst[:start+len(out)], nil
 	case CodecLz4:
 		e := lz4EncPool.Get().(*lz4Enc)
-		e.aw.b = dst
-		e.w.Reset(&e.aw)
-		_, err := e.w.Write(src)
-		if err == nil {
-			err = e.w.Close()
-		}
-		dst, e.aw.b = e.aw.b, nil
+		dst, err := compressStream(dst, e.w, &e.aw, src)
 		lz4EncPool.Put(e)
 		if err != nil {
-			return dst[:start], fmt.Errorf("protocol: lz4: %w", err)
+			return dst, fmt.Errorf("protocol: lz4: %w", err)
 		}
 		return dst, nil
 	case CodecZstd:
