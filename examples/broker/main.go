@@ -26,7 +26,6 @@ import (
 	"strings"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
-
 	"github.com/longhaul-kafka/longhaul/internal/cli"
 )
 

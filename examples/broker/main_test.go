@@ -6,10 +6,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/longhaul-kafka/longhaul/internal/cli/clitest"
 )
 
 func TestBadFlagsExit2(t *testing.T) {
-	for _, args := range [][]string{
+	clitest.BadFlagsExit2(t, run, [][]string{
 		{"--nodes", "0"},
 		{"--topics", "t"},
 		{"--topics", "t:0"},
@@ -19,27 +21,11 @@ func TestBadFlagsExit2(t *testing.T) {
 		{"--no-such-flag"},
 		{"extra"},
 		{"--window", "3"},
-	} {
-		var out, errb bytes.Buffer
-		if code := run(context.Background(), args, &out, &errb); code != 2 {
-			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, code, errb.String())
-		}
-		if errb.Len() == 0 {
-			t.Errorf("%v: no message", args)
-		}
-	}
+	})
 }
 
 func TestHelpDocumentsEveryFlag(t *testing.T) {
-	var out, errb bytes.Buffer
-	if code := run(context.Background(), []string{"-h"}, &out, &errb); code != 0 {
-		t.Fatalf("-h: exit %d", code)
-	}
-	for _, f := range []string{"-addr", "-nodes", "-rtt", "-topics", "-old", "-bandwidth", "-window"} {
-		if !strings.Contains(errb.String(), f) {
-			t.Errorf("-h does not document %s", f)
-		}
-	}
+	clitest.HelpDocuments(t, run, []string{"-addr", "-nodes", "-rtt", "-topics", "-old", "-bandwidth", "-window"})
 }
 
 func TestRunServesUntilCancelled(t *testing.T) {

@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
-	"github.com/longhaul-kafka/longhaul/producer"
-
 	"github.com/longhaul-kafka/longhaul/internal/cli"
+	"github.com/longhaul-kafka/longhaul/internal/cli/clitest"
+	"github.com/longhaul-kafka/longhaul/producer"
 )
 
 func TestBadFlagsExit2(t *testing.T) {
-	for _, args := range [][]string{
+	clitest.BadFlagsExit2(t, run, [][]string{
 		{"--windows", "4,50"},
 		{"--windows", "5,x"},
 		{"--windows", "5,5"},
@@ -29,28 +29,12 @@ func TestBadFlagsExit2(t *testing.T) {
 		{"--max-in-flight", "0"},
 		{"--no-such-flag"},
 		{"extra"},
-	} {
-		var out, errb bytes.Buffer
-		if code := run(context.Background(), args, &out, &errb); code != cli.ExitUsage {
-			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, code, errb.String())
-		}
-		if errb.Len() == 0 {
-			t.Errorf("%v: no message", args)
-		}
-	}
+	})
 }
 
 func TestHelpDocumentsEveryFlag(t *testing.T) {
-	var out, errb bytes.Buffer
-	if code := run(context.Background(), []string{"-h"}, &out, &errb); code != 0 {
-		t.Fatalf("-h: exit %d", code)
-	}
-	for _, f := range []string{"-bootstrap-server", "-rtt", "-windows", "-partitions", "-records", "-record-size",
-		"-batch-size", "-linger", "-max-in-flight", "-topic-prefix", "-progress"} {
-		if !strings.Contains(errb.String(), f) {
-			t.Errorf("-h does not document %s", f)
-		}
-	}
+	clitest.HelpDocuments(t, run, []string{"-bootstrap-server", "-rtt", "-windows", "-partitions", "-records", "-record-size",
+		"-batch-size", "-linger", "-max-in-flight", "-topic-prefix", "-progress"})
 }
 
 // tableRow returns the cells after label in the table printed to out.

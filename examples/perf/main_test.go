@@ -13,13 +13,13 @@ import (
 	"time"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
-	"github.com/longhaul-kafka/longhaul/internal/perfstat"
-
 	"github.com/longhaul-kafka/longhaul/internal/cli"
+	"github.com/longhaul-kafka/longhaul/internal/cli/clitest"
+	"github.com/longhaul-kafka/longhaul/internal/perfstat"
 )
 
 func TestBadFlagsExit2(t *testing.T) {
-	for _, args := range [][]string{
+	clitest.BadFlagsExit2(t, run, [][]string{
 		{"--num-records", "0"},
 		{"--record-size", "-1"},
 		{"--throughput", "0"},
@@ -34,28 +34,12 @@ func TestBadFlagsExit2(t *testing.T) {
 		{"--reporting-interval", "0"},
 		{"--no-such-flag"},
 		{"extra"},
-	} {
-		var out, errb bytes.Buffer
-		if code := run(context.Background(), args, &out, &errb); code != cli.ExitUsage {
-			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, code, errb.String())
-		}
-		if errb.Len() == 0 {
-			t.Errorf("%v: no message", args)
-		}
-	}
+	})
 }
 
 func TestHelpDocumentsEveryFlag(t *testing.T) {
-	var out, errb bytes.Buffer
-	if code := run(context.Background(), []string{"-h"}, &out, &errb); code != 0 {
-		t.Fatalf("-h: exit %d", code)
-	}
-	for _, f := range []string{"-topic", "-num-records", "-record-size", "-throughput", "-producer-props",
-		"-producer.config", "-bootstrap-server", "-json", "-reporting-interval", "-rtt", "-window", "-partitions"} {
-		if !strings.Contains(errb.String(), f) {
-			t.Errorf("-h does not document %s", f)
-		}
-	}
+	clitest.HelpDocuments(t, run, []string{"-topic", "-num-records", "-record-size", "-throughput", "-producer-props",
+		"-producer.config", "-bootstrap-server", "-json", "-reporting-interval", "-rtt", "-window", "-partitions"})
 }
 
 func TestExpandProducerProps(t *testing.T) {

@@ -31,10 +31,9 @@ import (
 	"time"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
+	"github.com/longhaul-kafka/longhaul/internal/cli"
 	"github.com/longhaul-kafka/longhaul/internal/topicadmin"
 	"github.com/longhaul-kafka/longhaul/producer"
-
-	"github.com/longhaul-kafka/longhaul/internal/cli"
 )
 
 func main() { cli.Main(run) }

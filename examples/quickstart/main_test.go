@@ -9,39 +9,23 @@ import (
 	"testing"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
-
 	"github.com/longhaul-kafka/longhaul/internal/cli"
+	"github.com/longhaul-kafka/longhaul/internal/cli/clitest"
 )
 
 func TestBadFlagsExit2(t *testing.T) {
-	for _, args := range [][]string{
+	clitest.BadFlagsExit2(t, run, [][]string{
 		{"--records", "0"},
 		{"--partitions", "0"},
 		{"--window", "4"},
 		{"--topic", ""},
 		{"--no-such-flag"},
 		{"extra"},
-	} {
-		var out, errb bytes.Buffer
-		if code := run(context.Background(), args, &out, &errb); code != cli.ExitUsage {
-			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, code, errb.String())
-		}
-		if errb.Len() == 0 {
-			t.Errorf("%v: no message", args)
-		}
-	}
+	})
 }
 
 func TestHelpDocumentsEveryFlag(t *testing.T) {
-	var out, errb bytes.Buffer
-	if code := run(context.Background(), []string{"-h"}, &out, &errb); code != 0 {
-		t.Fatalf("-h: exit %d", code)
-	}
-	for _, f := range []string{"-bootstrap-server", "-topic", "-records", "-partitions", "-window"} {
-		if !strings.Contains(errb.String(), f) {
-			t.Errorf("-h does not document %s", f)
-		}
-	}
+	clitest.HelpDocuments(t, run, []string{"-bootstrap-server", "-topic", "-records", "-partitions", "-window"})
 }
 
 var partitionLine = regexp.MustCompile(`(?m)^partition (\d+): (\d+) records, offsets (\d+)\.\.(\d+), learned window (\d+),`)
