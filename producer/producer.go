@@ -2,11 +2,11 @@ package producer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -27,6 +27,7 @@ type Producer struct {
 	topics      map[string]*topicState
 	active      []*partitionState // partitions holding buffered batches
 	closed      bool
+	closing     atomic.Bool   // closed, readable without mu
 	outstanding int64         // records accepted and not yet called back
 	idle        chan struct{} // closed while outstanding == 0
 	flushing    int           // Flush calls waiting: linger is skipped
@@ -167,7 +168,7 @@ func (p *Producer) produce(ctx context.Context, r *Record, cb Callback, block bo
 			ErrRecordTooLarge, size, p.cfg.maxRequestSize, p.cfg.bufferMemory))
 		return
 	}
-	if p.isClosed() {
+	if p.closing.Load() { // lock-free; checked again under mu below
 		p.reject(r, cb, ErrClosed)
 		return
 	}
@@ -271,6 +272,7 @@ func (p *Producer) Close(ctx context.Context) error {
 		return nil
 	}
 	p.closed = true
+	p.closing.Store(true)
 	p.mu.Unlock()
 
 	err := p.Flush(ctx)
@@ -282,12 +284,6 @@ func (p *Producer) Close(ctx context.Context) error {
 		return fmt.Errorf("producer: close: undelivered records failed: %w", err)
 	}
 	return nil
-}
-
-func (p *Producer) isClosed() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.closed
 }
 
 // addOutstandingLocked counts accepted records; Flush waits for zero.
@@ -334,5 +330,3 @@ func (p *Producer) takeEvents(dst []func()) []func() {
 	p.evMu.Unlock()
 	return dst
 }
-
-var errSenderStopped = errors.New("producer: sender stopped")

@@ -256,8 +256,10 @@ func (c *Conn) Close() error {
 		go c.failAll(list, err)
 	}
 	if holdRefsWhileWriting {
-		// The socket is closed, so a write in progress returns soon.
+		// The socket is closed, so a write in progress returns soon;
+		// taking the writer's lock waits for it.
 		c.wmu.Lock()
+		//lint:ignore SA2001 the empty critical section is the wait
 		c.wmu.Unlock()
 	}
 	return nil

@@ -188,7 +188,7 @@ func (g gatedConn) Write(p []byte) (int, error) {
 // either its deadline passes or the conn is closed. It reports the error
 // done got, whether done ran while the writer was still inside Write, and
 // whether the conn died.
-func writeHeldRun(t *testing.T, byClose bool) (err error, duringWrite, dead, closeDuringWrite bool) {
+func writeHeldRun(t *testing.T, byClose bool) (duringWrite, dead, closeDuringWrite bool, err error) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newFakeBroker(t)
 		stuck := make(chan struct{})
@@ -237,7 +237,7 @@ func writeHeldRun(t *testing.T, byClose bool) (err error, duringWrite, dead, clo
 		close(stuck)
 		b.stop()
 	})
-	return err, duringWrite, dead, closeDuringWrite
+	return duringWrite, dead, closeDuringWrite, err
 }
 
 // TestProduceDoneAfterWriteReturns: a produce request whose record set is
@@ -247,7 +247,7 @@ func writeHeldRun(t *testing.T, byClose bool) (err error, duringWrite, dead, clo
 // Close returns only once the writer is out of Write.
 func TestProduceDoneAfterWriteReturns(t *testing.T) {
 	for _, byClose := range []bool{false, true} {
-		err, during, dead, closeEarly := writeHeldRun(t, byClose)
+		during, dead, closeEarly, err := writeHeldRun(t, byClose)
 		if during {
 			t.Fatalf("byClose=%v: done ran while the writer was still reading the record set", byClose)
 		}
@@ -270,7 +270,7 @@ func TestProduceDoneAfterWriteReturns(t *testing.T) {
 func TestProduceDoneAfterWriteReturnsNegativeControl(t *testing.T) {
 	holdRefsWhileWriting = false
 	defer func() { holdRefsWhileWriting = true }()
-	_, during, _, _ := writeHeldRun(t, false)
+	during, _, _, _ := writeHeldRun(t, false)
 	if !during {
 		t.Fatal("the check missed a completion during the write")
 	}
