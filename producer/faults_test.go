@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -98,16 +99,15 @@ func TestNegativeControlWindowCheckOff(t *testing.T) {
 	t.Logf("as expected with the check off: max in flight %d, OOOSN %d, dup %d, failed %d", st.MaxInFlight, st.OutOfOrder, lc.dup, len(tr.failed))
 }
 
-// TestIdlePartitionReArmsGate: after a partition sat idle past idleRearm,
-// the broker may have expired our state (KIP-854), so the next batch goes
-// alone. Then a refused first batch is simply retried: nothing fails and
-// nothing is reordered. TestExpiredStateThenRetriableErrorKeepsOrder is
-// the control without the pause: there the later batches are written first
-// and the refused one must fail with ErrOrderLost.
-func TestIdlePartitionReArmsGate(t *testing.T) {
+// idleExpiryScenario learns window 20, lets the partition sit idle past
+// idleRearm, expires the producer id at the broker (KIP-854) and makes the
+// first batch after the pause fail with a retriable error without being
+// appended, while 80 records (~20 batches) are produced at once.
+func idleExpiryScenario(t *testing.T, opts ...Opt) (*tracker, *broker.Cluster) {
 	c := startCluster(t, broker.Config{RTT: 20 * time.Millisecond,
 		Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
-	p := newTestProducer(t, c, MaxInFlightRequestsPerConnection(50), BatchSize(512), Linger(0))
+	base := []Opt{MaxInFlightRequestsPerConnection(50), BatchSize(512), Linger(0)}
+	p := newTestProducer(t, c, append(base, opts...)...)
 	tr := newTracker(t, "a")
 	tr.produce(p, "t", 0, 0, 200, 100) // learn window 20
 	tr.wait()
@@ -116,5 +116,35 @@ func TestIdlePartitionReArmsGate(t *testing.T) {
 	c.InjectError("t", 0, kerr.NotEnoughReplicas.Code, 1)
 	tr.produce(p, "t", 0, 200, 80, 100)
 	tr.wait()
+	return tr, c
+}
+
+// TestIdlePartitionReArmsGate: after a partition sat idle past idleRearm,
+// the broker may have expired our state (KIP-854), so the next batch goes
+// alone. Then a refused first batch is simply retried: nothing fails and
+// nothing is reordered. TestExpiredStateThenRetriableErrorKeepsOrder is
+// the variant without the pause: there the later batches are written first
+// and the refused one must fail with ErrOrderLost.
+func TestIdlePartitionReArmsGate(t *testing.T) {
+	tr, c := idleExpiryScenario(t)
 	tr.requireClean(t, c, "t", 0)
+}
+
+// TestNegativeControlGateOff runs the same scenario with the first-batch
+// gate switched off (a fixed window of 20, which also ignores the gate):
+// the broker, holding no state, takes batch 1 before the refused batch 0,
+// and the producer has to fail batch 0 with ErrOrderLost, which the clean
+// check above would report.
+func TestNegativeControlGateOff(t *testing.T) {
+	tr, _ := idleExpiryScenario(t, optFunc(func(c *config) error { c.unsafeFixedWindow = 20; return nil }))
+	orderLost := 0
+	for _, err := range tr.failed {
+		if errors.Is(err, ErrOrderLost) {
+			orderLost++
+		}
+	}
+	if orderLost == 0 {
+		t.Fatalf("gate off, yet no record failed with ErrOrderLost (%d failed): the scenario cannot detect the trap", len(tr.failed))
+	}
+	t.Logf("as expected with the gate off: %d records failed with ErrOrderLost", orderLost)
 }
