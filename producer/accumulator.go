@@ -57,6 +57,8 @@ type partitionState struct {
 	backoffUntil  time.Time
 	failures      int       // consecutive failures, for backoff
 	lastAck       time.Time // last acknowledgement, for the idle re-arm
+	ackedUpTo     uint64    // 1 + the highest ord acknowledged, 0 before any
+	report        []*batch  // sent batches not yet called back, in ord order
 	sealedCount   int       // len(sealed) as last seen by the sender
 
 	sent, retried atomic.Int64 // batches sent and resent, for Stats
@@ -77,7 +79,10 @@ type batch struct {
 	attempts     int
 	maybeWritten bool  // an attempt ended without a definite answer
 	lastErr      error // why the last attempt failed, for timeouts
-	done         bool
+	split        bool  // too large for the broker: split before the next attempt
+	done         bool  // outcome known; err holds it
+	err          error
+	inReport     bool // listed in part.report
 }
 
 var batchPool = sync.Pool{New: func() any { return new(batch) }}
@@ -101,7 +106,10 @@ func (b *batch) recycle() {
 	b.attempts = 0
 	b.maybeWritten = false
 	b.lastErr = nil
+	b.split = false
 	b.done = false
+	b.err = nil
+	b.inReport = false
 	batchPool.Put(b)
 }
 

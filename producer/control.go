@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -169,24 +170,33 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult) {
 			again = true
 			continue
 		}
+		if err := checkPartitions(tm.Partitions); err != nil {
+			// A broker bug or a hostile answer: keep what we knew.
+			s.p.log.Warn("ignoring unusable metadata for a topic", "topic", name, "err", err)
+			again = true
+			continue
+		}
 		t.lastErr = nil
 		t.id = tm.ID
-		count := int32(0)
-		for _, pm := range tm.Partitions {
-			count = max(count, pm.Partition+1)
-		}
-		if count > int32(len(t.parts)) {
+		if count := int32(len(tm.Partitions)); count > int32(len(t.parts)) {
 			s.p.setPartitionsLocked(t, count, now)
 		}
 		for _, pm := range tm.Partitions {
-			leader := pm.Leader
+			leader, epoch := pm.Leader, max(pm.LeaderEpoch, -1)
 			if pm.ErrorCode != 0 && pm.ErrorCode != kerr.ReplicaNotAvailable.Code {
 				again = true
 			}
 			if leader < 0 {
 				again = true
+			} else if _, ok := res.Brokers[leader]; !ok {
+				// A leader the broker list does not name cannot be
+				// reached: ask again, with backoff.
+				again = true
+				leader, epoch = -1, -1
 			}
-			s.updateLeader(t.parts[pm.Partition], leader, pm.LeaderEpoch)
+			if int(pm.Partition) < len(t.parts) {
+				s.updateLeader(t.parts[pm.Partition], leader, epoch)
+			}
 		}
 	}
 	for _, t := range s.p.topics {
@@ -202,6 +212,23 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult) {
 	} else {
 		s.metaFailures = 0
 	}
+}
+
+// checkPartitions rejects a topic's partition list unless it names each of
+// 0..n-1 exactly once, as Kafka's does: an answer with a negative,
+// duplicate or missing id must not size or index the partition table.
+func checkPartitions(parts []protocol.PartitionMetadata) error {
+	seen := make([]bool, len(parts))
+	for _, pm := range parts {
+		if pm.Partition < 0 || int(pm.Partition) >= len(parts) {
+			return fmt.Errorf("partition id %d outside 0..%d", pm.Partition, len(parts)-1)
+		}
+		if seen[pm.Partition] {
+			return fmt.Errorf("partition id %d listed twice", pm.Partition)
+		}
+		seen[pm.Partition] = true
+	}
+	return nil
 }
 
 // updateLeader records a partition's leader from metadata or a KIP-951
@@ -243,7 +270,8 @@ func (s *sender) maintainIdentity(now time.Time) time.Time {
 	case !s.haveID:
 		s.startInit(-1, -1)
 	case s.needBump && s.totalInflight == 0 && !s.resolving():
-		if s.needNewID {
+		if s.needNewID || s.epoch == math.MaxInt16 {
+			// An epoch cannot go past 32767: a new id starts again at 0.
 			s.startInit(-1, -1)
 		} else {
 			s.startInit(s.pid, s.epoch) // KIP-360: same id, epoch + 1
@@ -255,12 +283,27 @@ func (s *sender) maintainIdentity(now time.Time) time.Time {
 func (s *sender) startInit(pid int64, epoch int16) {
 	s.idBusy = true
 	s.runControl(func(ctx context.Context, c *protocol.Conn) (func(), error) {
-		id, ep, code, err := protocol.InitProducerID(ctx, c, pid, epoch, s.cfg.requestTimeout)
+		asked := pid
+		if v, ok := c.Version(22); ok && v < 3 && pid >= 0 {
+			// Brokers before Kafka 2.5 (no KIP-360) cannot bump the epoch
+			// of an existing id: a new id does the same job, every
+			// partition's sequence starting again at 0.
+			asked = -1
+		}
+		id, ep, code, err := protocol.InitProducerID(ctx, c, asked, epochFor(asked, epoch), s.cfg.requestTimeout)
 		if err != nil {
 			return nil, err
 		}
-		return func() { s.initDone(pid, id, ep, code) }, nil
+		return func() { s.initDone(asked, id, ep, code) }, nil
 	}, s.initFailed)
+}
+
+// epochFor is the epoch to send with producer id pid: -1 for a new id.
+func epochFor(pid int64, epoch int16) int16 {
+	if pid < 0 {
+		return -1
+	}
+	return epoch
 }
 
 func (s *sender) initFailed(err error) {
@@ -296,12 +339,22 @@ func (s *sender) initDone(askedPID, id int64, epoch int16, code int16) {
 }
 
 // renumber gives every unacknowledged batch, partition by partition, new
-// sequence numbers from 0 under the new epoch. Nothing is in flight.
+// sequence numbers from 0 under the new epoch. Nothing is in flight, and no
+// waiting batch may be in the log (resolving). A waiting batch older than
+// one the broker acknowledged fails with ErrOrderLost instead: written now,
+// it would land after its successors.
 func (s *sender) renumber() {
 	s.p.mu.Lock()
 	defer s.p.mu.Unlock()
 	for _, t := range s.p.topics {
 		for _, ps := range t.parts {
+			for i := 0; i < len(ps.retry); {
+				if b := ps.retry[i]; b.ord < ps.ackedUpTo {
+					s.failBatch(b, fmt.Errorf("%w (last error: %w)", ErrOrderLost, b.lastErr), b.maybeWritten)
+					continue
+				}
+				i++
+			}
 			seq := int32(0)
 			for _, b := range ps.retry {
 				// A copy: a dead connection's writer may still hold the

@@ -2,6 +2,7 @@ package producer
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -17,15 +18,24 @@ func (s *sender) handleProduce(sr *sentRequest) {
 	resp, err := sr.resp, sr.err
 	defer func() {
 		s.p.lim.Finish(&sr.ir)
+		s.applyPendingLeaders()
 		s.freeRequest(sr)
 	}()
+	// A batch may be recycled once completed: note its partition first.
+	for _, b := range sr.batches {
+		s.touched = append(s.touched, b.part)
+	}
 	now := time.Now()
 	if err != nil {
 		s.connFailed(sr.node, sr.conn, err)
+		code := codeUnsent
+		if !protocol.SafeToRetry(err) {
+			code = codeLost
+		}
 		for i, b := range sr.batches {
 			s.p.lim.Complete(sr.ir.Tickets[i], inflight.Outcome{})
-			b.maybeWritten = b.maybeWritten || !protocol.SafeToRetry(err)
-			s.retryBatch(b, err, now)
+			s.removeInflight(b)
+			s.batchRejected(b, code, err, nil, now)
 		}
 		return
 	}
@@ -36,8 +46,8 @@ func (s *sender) handleProduce(sr *sentRequest) {
 			// A response that leaves out a partition we sent is a broker
 			// bug; we cannot know what happened, so treat it as lost.
 			s.p.lim.Complete(sr.ir.Tickets[i], inflight.Outcome{})
-			b.maybeWritten = true
-			s.retryBatch(b, errMissingPartition, now)
+			s.removeInflight(b)
+			s.batchRejected(b, codeLost, errMissingPartition, nil, now)
 			continue
 		}
 		window, present, werr := protocol.BatchesToRetain(sr.version, rp)
@@ -46,20 +56,38 @@ func (s *sender) handleProduce(sr *sentRequest) {
 			window, present = protocol.DefaultBatchesToRetain, false
 		}
 		out := inflight.Outcome{Window: window, WindowPresent: present}
+		s.removeInflight(b)
 		switch rp.ErrorCode {
-		case 0:
+		case 0, kerr.DuplicateSequenceNumber.Code:
 			out.Acked = true
 			s.p.lim.Complete(sr.ir.Tickets[i], out)
-			s.batchAcked(b, rp.BaseOffset)
-		case kerr.DuplicateSequenceNumber.Code:
-			out.Acked = true
-			s.p.lim.Complete(sr.ir.Tickets[i], out)
-			s.batchAcked(b, -1)
+			offset := rp.BaseOffset
+			if rp.ErrorCode != 0 {
+				offset = -1
+			}
+			s.batchAcked(b, offset)
 		default:
 			s.p.lim.Complete(sr.ir.Tickets[i], out)
-			s.batchRejected(b, rp, now)
+			cause := kerr.ErrorForCode(rp.ErrorCode)
+			if rp.ErrorMessage != nil && *rp.ErrorMessage != "" {
+				cause = &brokerError{err: cause, msg: *rp.ErrorMessage}
+			}
+			s.batchRejected(b, rp.ErrorCode, cause, &rp.CurrentLeader, now)
 		}
 	}
+}
+
+// applyPendingLeaders moves the partitions of the request just handled to
+// the leader that metadata named while their batches were in flight, once
+// none are: a partition never has batches at two leaders.
+func (s *sender) applyPendingLeaders() {
+	for i, ps := range s.touched {
+		if ps.hasPending && len(ps.inflight) == 0 {
+			s.applyLeader(ps, ps.pendingLeader, ps.pendingEpoch)
+		}
+		s.touched[i] = nil
+	}
+	s.touched = s.touched[:0]
 }
 
 var errMissingPartition = errors.New("producer: broker response left out the partition")
@@ -83,59 +111,75 @@ func findPartition(pr *kmsg.ProduceResponse, b *batch, version int16) *kmsg.Prod
 	return nil
 }
 
-// batchRejected handles a partition response with an error code: the error
-// matrix of SPEC.md.
-func (s *sender) batchRejected(b *batch, rp *kmsg.ProduceResponseTopicPartition, now time.Time) {
+// Pseudo error codes for outcomes without a partition response, judged like
+// broker codes.
+const (
+	codeUnsent int16 = -1000 - iota // the request never reached the broker
+	codeLost                        // sent, and no answer: it may have been appended
+)
+
+func init() {
+	produceCodes[codeUnsent] = codeInfo{classRetry, false}
+	produceCodes[codeLost] = codeInfo{classRetry, true}
+}
+
+// facts gathers what judge needs to know about b.
+func (s *sender) facts(b *batch) batchFacts {
 	ps := b.part
-	code := rp.ErrorCode
-	cause := kerr.ErrorForCode(code)
-	if rp.ErrorMessage != nil && *rp.ErrorMessage != "" {
-		cause = &brokerError{err: cause, msg: *rp.ErrorMessage}
+	f := batchFacts{
+		maybeWritten: b.maybeWritten,
+		laterAcked:   ps.ackedUpTo > b.ord+1,
+		newestSeq:    ps.nextOrd == b.ord+1,
+		records:      len(b.records),
 	}
-	switch code {
-	case kerr.OutOfOrderSequenceNumber.Code, kerr.UnknownProducerID.Code:
-		if s.earlierUnacked(b) {
-			// Its predecessor failed, so the broker saw a gap: that batch
-			// goes again first and this one follows.
-			s.retryBatch(b, cause, now)
-			return
+	for _, x := range ps.inflight {
+		if x.ord < b.ord {
+			f.earlierUnacked = true
 		}
-		// The broker lost or never had our state (KIP-854 expiry, a new
-		// leader without it). Bump the epoch and renumber from 0; a batch
-		// that may already be in the log cannot be resent safely.
-		s.needBump = true
-		if b.maybeWritten {
-			s.failBatch(b, cause, true)
-			return
+	}
+	for _, x := range ps.retry {
+		if x.ord < b.ord {
+			f.earlierUnacked = true
+			if !x.maybeWritten {
+				f.earlierRefused = true
+			}
 		}
-		s.retryBatch(b, cause, now)
-	case kerr.InvalidProducerEpoch.Code, kerr.ProducerFenced.Code:
-		s.needBump = true
-		s.needNewID = true
-		if b.maybeWritten {
-			s.failBatch(b, cause, true)
-			return
-		}
-		s.retryBatch(b, cause, now)
-	case kerr.NotLeaderForPartition.Code, kerr.FencedLeaderEpoch.Code, kerr.UnknownTopicOrPartition.Code,
-		kerr.LeaderNotAvailable.Code, kerr.UnknownLeaderEpoch.Code:
-		if cl := rp.CurrentLeader; cl.LeaderID >= 0 && cl.LeaderEpoch > ps.leaderEpoch {
-			s.updateLeader(ps, cl.LeaderID, cl.LeaderEpoch) // KIP-951 hint
+	}
+	return f
+}
+
+// batchRejected applies judge's verdict for a batch whose attempt did not
+// end in an acknowledgement. b has already left ps.inflight.
+func (s *sender) batchRejected(b *batch, code int16, cause error, hint *kmsg.ProduceResponseTopicPartitionCurrentLeader, now time.Time) {
+	ps := b.part
+	v := judge(code, s.facts(b))
+	b.maybeWritten = v.maybeWritten
+	if v.refreshMetadata {
+		if hint != nil && hint.LeaderID >= 0 && hint.LeaderEpoch > ps.leaderEpoch {
+			s.updateLeader(ps, hint.LeaderID, hint.LeaderEpoch) // KIP-951 hint
 		}
 		s.wantMetadata()
-		s.retryBatch(b, cause, now)
-	default:
-		if kerr.IsRetriable(cause) {
-			if code == kerr.NotEnoughReplicasAfterAppend.Code || code == kerr.RequestTimedOut.Code {
-				b.maybeWritten = true
-			}
-			s.retryBatch(b, cause, now)
-			return
-		}
-		// MESSAGE_TOO_LARGE, INVALID_RECORD, authorization...: only these
-		// records fail. Their sequence numbers leave a gap, so the epoch is
-		// bumped and the partition's later batches renumbered.
+	}
+	if v.bump {
 		s.needBump = true
+	}
+	if v.newID {
+		s.needNewID = true
+	}
+	switch v.act {
+	case actRetry:
+		s.retryBatch(b, cause, now)
+	case actSplit:
+		b.split = true
+		s.retryBatch(b, cause, now)
+	case actOrderLost:
+		s.failBatch(b, fmt.Errorf("%w (last error: %w)", ErrOrderLost, cause), false)
+	case actFail:
+		if v.rewind {
+			// b was the newest batch with a sequence and is not in the
+			// log: the next batch takes its sequence numbers.
+			ps.nextSeq = b.seq
+		}
 		s.failBatch(b, cause, b.maybeWritten)
 	}
 }
@@ -149,25 +193,26 @@ type brokerError struct {
 func (e *brokerError) Error() string { return e.err.Error() + ": " + e.msg }
 func (e *brokerError) Unwrap() error { return e.err }
 
-// earlierUnacked reports whether a batch sent before b is still unacked.
-func (s *sender) earlierUnacked(b *batch) bool {
-	ps := b.part
-	return len(ps.retry) > 0 && ps.retry[0].ord < b.ord ||
-		len(ps.inflight) > 0 && ps.inflight[0].ord < b.ord
-}
-
-// batchAcked reports success for every record of b.
+// batchAcked reports success for every record of b. b has already left
+// ps.inflight.
 func (s *sender) batchAcked(b *batch, baseOffset int64) {
 	ps := b.part
-	s.removeInflight(b)
 	ps.failures = 0
 	ps.lastAck = time.Now()
+	ps.ackedUpTo = max(ps.ackedUpTo, b.ord+1)
 	// A batch sent before b that the broker certainly did not write, yet b
 	// was written: the broker had no state for us and took b out of order
 	// (the trap of KAFKA-15591). Writing the earlier one now would reorder
-	// the partition, so it fails, as not written.
-	for len(ps.retry) > 0 && ps.retry[0].ord < b.ord && !ps.retry[0].maybeWritten {
-		s.failBatch(ps.retry[0], ErrOrderLost, false)
+	// the partition, so it fails, as not written, wherever it waits.
+	// Earlier batches still in flight are judged when they return
+	// (batchFacts.laterAcked).
+	for i := 0; i < len(ps.retry); {
+		x := ps.retry[i]
+		if x.ord < b.ord && !x.maybeWritten {
+			s.failBatch(x, fmt.Errorf("%w (last error: %w)", ErrOrderLost, x.lastErr), false)
+			continue
+		}
+		i++
 	}
 	for i := range b.records {
 		r := b.records[i].rec
@@ -188,6 +233,9 @@ func (s *sender) failBatch(b *batch, cause error, fateUnknown bool) {
 	if b.attempts == 0 {
 		seq = -1
 	}
+	for i := range b.records {
+		b.records[i].rec.Offset = -1
+	}
 	s.stats.recordsFailed.Add(int64(len(b.records)))
 	s.finish(b, &DeliveryError{
 		Topic: b.part.topic.name, Partition: b.part.id, BaseSequence: seq,
@@ -195,19 +243,49 @@ func (s *sender) failBatch(b *batch, cause error, fateUnknown bool) {
 	})
 }
 
+// finish records b's outcome and releases the callbacks of every batch of
+// the partition whose predecessors are all done: callbacks run in produce
+// order within a partition even when a later batch is acked before an
+// earlier one (a lost response waiting for request.timeout.ms).
 func (s *sender) finish(b *batch, err error) {
 	if b.done {
 		panic("producer: batch completed twice")
 	}
 	b.done = true
-	s.p.mem.Release(b.memory)
-	s.p.cbs.pushCounted(completion{b: b, err: err}, s.p)
+	b.err = err
+	ps := b.part
+	if !b.inReport {
+		if len(ps.report) == 0 {
+			s.complete(b) // nothing earlier pending: the common case
+			return
+		}
+		// Never sent, so after every batch that was.
+		ps.report = append(ps.report, b)
+		b.inReport = true
+	}
+	n := 0
+	for n < len(ps.report) && ps.report[n].done {
+		s.complete(ps.report[n])
+		ps.report[n] = nil
+		n++
+	}
+	if n > 0 {
+		k := copy(ps.report, ps.report[n:])
+		clear(ps.report[k:])
+		ps.report = ps.report[:k]
+	}
 }
 
-// retryBatch puts b back to be sent again, in order, after a backoff.
+// complete hands b's callbacks to the callback goroutine.
+func (s *sender) complete(b *batch) {
+	s.p.mem.Release(b.memory)
+	s.p.cbs.pushCounted(completion{b: b, err: b.err}, s.p)
+}
+
+// retryBatch puts b back to be sent again, in order, after a backoff. b has
+// already left ps.inflight.
 func (s *sender) retryBatch(b *batch, cause error, now time.Time) {
 	ps := b.part
-	s.removeInflight(b)
 	b.lastErr = cause
 	s.p.log.Debug("batch will be retried", "topic", ps.topic.name, "partition", ps.id, "seq", b.seq, "attempts", b.attempts, "err", cause)
 	i := len(ps.retry)
@@ -230,11 +308,8 @@ func (s *sender) removeInflight(b *batch) {
 			ps.inflight[last] = nil
 			ps.inflight = ps.inflight[:last]
 			s.totalInflight--
-			break
+			return
 		}
-	}
-	if len(ps.inflight) == 0 && ps.hasPending {
-		s.applyLeader(ps, ps.pendingLeader, ps.pendingEpoch)
 	}
 }
 

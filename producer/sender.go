@@ -56,6 +56,7 @@ type sender struct {
 	events        []func()
 	stopping      bool
 	lims          []*inflight.Partition // scratch for Reserve
+	touched       []*partitionState     // scratch: partitions of the response being handled
 	req           *kmsg.ProduceRequest  // reused for every request
 	srFree        []*sentRequest        // recycled sentRequests
 
@@ -166,6 +167,13 @@ func (s *sender) run() {
 		next = earliest(next, s.maintainMetadata(now))
 		next = earliest(next, s.expire(now))
 		next = earliest(next, s.sendReady(now))
+		if s.metaWanted.Load() {
+			// sendReady found a partition without a usable leader. It
+			// does not wake the loop (that would spin while a refresh
+			// backs off); the refresh starts here or when its backoff
+			// ends.
+			next = earliest(next, s.maintainMetadata(now))
+		}
 		timer.Reset(max(next.Sub(now), time.Millisecond))
 		select {
 		case <-s.p.wake:
@@ -237,12 +245,12 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 			ps.lastAck = time.Time{}
 		}
 		if ps.leader < 0 {
-			s.wantMetadata()
+			s.metaWanted.Store(true)
 			continue
 		}
 		n := s.nodes[ps.leader]
 		if n == nil || n.addr == "" {
-			s.wantMetadata()
+			s.metaWanted.Store(true)
 			continue
 		}
 		if n.conn == nil {
@@ -312,24 +320,40 @@ func (s *sender) sendToNode(n *nodeState, now time.Time) {
 	}
 }
 
-// hasSendable reports whether ps has a batch to send. While an epoch bump
-// waits, only batches whose earlier attempt may be in the log go out, under
-// the old epoch, until the broker tells their fate: renumbering them first
-// could write them twice.
+// hasSendable reports whether ps has a batch to send now.
 func (s *sender) hasSendable(ps *partitionState) bool {
-	if s.needBump {
-		return ps.unresolved()
-	}
-	if len(ps.retry) > 0 {
+	if s.retryIndex(ps) >= 0 {
 		return true
 	}
-	return ps.sealedCount > 0 && s.withinWindow(ps)
+	return !s.needBump && len(ps.retry) == 0 && ps.sealedCount > 0 && s.withinWindow(ps)
+}
+
+// retryIndex returns the index in ps.retry of the batch to resend next, or
+// -1. Normally that is the oldest. While an epoch bump waits, only batches
+// whose earlier attempt may be in the log go out, oldest first, under the
+// old epoch and sequence, until the broker tells their fate (acked as a
+// duplicate, or refused): renumbering them first could write them twice.
+// Batches certainly not in the log wait for the bump; sending one would
+// only be refused for the gap left by the batch that caused the bump.
+func (s *sender) retryIndex(ps *partitionState) int {
+	if !s.needBump {
+		if len(ps.retry) > 0 {
+			return 0
+		}
+		return -1
+	}
+	for i, b := range ps.retry {
+		if b.maybeWritten {
+			return i
+		}
+	}
+	return -1
 }
 
 // canSendNow reports whether ps could send a new batch at once: a known
 // leader, nothing waiting for retry, room in the limiter and the window.
 func (s *sender) canSendNow(ps *partitionState) bool {
-	return ps.leader >= 0 && len(ps.retry) == 0 && s.p.lim.MayReserve(ps.lim) && s.withinWindow(ps)
+	return ps.leader >= 0 && len(ps.retry) == 0 && !s.needBump && s.p.lim.MayReserve(ps.lim) && s.withinWindow(ps)
 }
 
 // withinWindow reports whether a new batch of ps would stay within the
@@ -355,17 +379,7 @@ func (s *sender) withinWindow(ps *partitionState) bool {
 // before the epoch can be bumped.
 func (s *sender) resolving() bool {
 	for _, ps := range s.active {
-		if ps.unresolved() {
-			return true
-		}
-	}
-	return false
-}
-
-// unresolved reports whether a batch waiting for retry may be in the log.
-func (ps *partitionState) unresolved() bool {
-	for _, b := range ps.retry {
-		if b.maybeWritten {
+		if s.retryIndex(ps) >= 0 {
 			return true
 		}
 	}
@@ -374,8 +388,8 @@ func (ps *partitionState) unresolved() bool {
 
 // peekSize estimates the bytes ps's next batch adds to a request.
 func (s *sender) peekSize(ps *partitionState) int {
-	if len(ps.retry) > 0 {
-		return len(ps.retry[0].bytes) + 64
+	if i := s.retryIndex(ps); i >= 0 {
+		return len(ps.retry[i].bytes) + 64
 	}
 	s.p.mu.Lock()
 	defer s.p.mu.Unlock()
@@ -389,9 +403,12 @@ func (s *sender) peekSize(ps *partitionState) int {
 // order, else the oldest sealed batch, which gets its sequence number now.
 func (s *sender) takeBatch(ps *partitionState) *batch {
 	var b *batch
-	if len(ps.retry) > 0 {
-		b = ps.retry[0]
-		ps.retry = ps.retry[1:]
+	if i := s.retryIndex(ps); i >= 0 {
+		b = ps.retry[i]
+		if b.split && i == 0 && len(ps.inflight) == 0 {
+			b = s.split(ps)
+		}
+		ps.retry = append(ps.retry[:i], ps.retry[i+1:]...)
 		ps.retried.Add(1)
 		s.stats.batchesRetried.Add(1)
 	} else {
@@ -405,6 +422,8 @@ func (s *sender) takeBatch(ps *partitionState) *batch {
 		ps.nextSeq = addSeq(ps.nextSeq, b.builder.NumRecords())
 		b.ord = ps.nextOrd
 		ps.nextOrd++
+		ps.report = append(ps.report, b)
+		b.inReport = true
 		// The batch is built in the builder's own memory (no copy when
 		// uncompressed); it stays there, unchanged, until the batch is done.
 		var err error

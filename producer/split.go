@@ -1,0 +1,86 @@
+package producer
+
+import (
+	"fmt"
+
+	"github.com/longhaul-kafka/longhaul/protocol"
+)
+
+// split replaces ps.retry[0], a batch the broker refused as too large
+// (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE), with two halves that carry
+// the same sequence range, so the broker sees no gap and no epoch bump is
+// needed; it returns the first half, now ps.retry[0]. A half that is still
+// too large is split again when it comes back; a single record that is too
+// large fails alone (judge).
+//
+// ps has nothing in flight. The halves and every batch waiting behind them
+// get fresh ords: ords are window positions, and the broker will retain one
+// batch more than before for the same records.
+func (s *sender) split(ps *partitionState) *batch {
+	b := ps.retry[0]
+	info, recs, err := protocol.ParseRecordBatch(b.bytes, int(b.memory)+protocol.RecordBatchOverhead)
+	if err != nil || len(recs) != len(b.records) || len(recs) < 2 {
+		// Only our own bytes are parsed here; failing to read them back
+		// is a bug, and the records are at least reported.
+		b.split = false
+		s.p.log.Error("splitting a batch we built failed; sending it whole", "err", err)
+		return b
+	}
+	half := len(recs) / 2
+	b1 := s.splitPart(ps, b, recs[:half], b.records[:half], info, b.seq)
+	b2 := s.splitPart(ps, b, recs[half:], b.records[half:], info, addSeq(b.seq, half))
+	b1.bytes, b2.bytes = s.build(b1, info), s.build(b2, info)
+
+	ps.retry[0] = b1
+	ps.retry = append(ps.retry, nil)
+	copy(ps.retry[2:], ps.retry[1:])
+	ps.retry[1] = b2
+	for _, x := range ps.retry {
+		x.ord = ps.nextOrd
+		ps.nextOrd++
+	}
+	for i, x := range ps.report {
+		if x == b {
+			ps.report = append(ps.report, nil)
+			copy(ps.report[i+2:], ps.report[i+1:])
+			ps.report[i], ps.report[i+1] = b1, b2
+			b1.inReport, b2.inReport = true, true
+			break
+		}
+	}
+	s.p.log.Info("batch too large for the broker; split in two", "topic", ps.topic.name, "partition", ps.id,
+		"seq", b.seq, "records", len(recs), "err", b.lastErr)
+	// b's memory now belongs to the halves; b itself is dropped (not
+	// recycled: its records slice is shared with them).
+	return b1
+}
+
+func (s *sender) splitPart(ps *partitionState, b *batch, recs []protocol.Record, prs []pendingRecord, info protocol.BatchInfo, seq int32) *batch {
+	h := newBatch(ps, b.created, 0)
+	for i, r := range recs {
+		h.builder.Append(r.Timestamp, r.Key, r.Value, r.Headers)
+		h.records = append(h.records, prs[i])
+		h.memory += int64(prs[i].size)
+	}
+	h.seq = seq
+	h.attempts = b.attempts
+	h.lastErr = b.lastErr
+	return h
+}
+
+// build encodes h under the producer id and epoch b was last sent with.
+func (s *sender) build(h *batch, info protocol.BatchInfo) []byte {
+	hdr := protocol.BatchHeader{
+		ProducerID: info.ProducerID, ProducerEpoch: info.ProducerEpoch,
+		BaseSequence: h.seq, Compression: s.cfg.compression,
+	}
+	out, err := h.builder.BuildInPlace(hdr)
+	if err != nil {
+		hdr.Compression = protocol.CodecNone
+		out, err = h.builder.BuildInPlace(hdr)
+		if err != nil {
+			panic(fmt.Sprintf("producer: building a split batch: %v", err))
+		}
+	}
+	return out
+}
