@@ -233,8 +233,7 @@ func (p *Producer) setPartitionsLocked(t *topicState, count int32, now time.Time
 
 // failRecordLocked fails an accepted record that is in no batch.
 func (p *Producer) failRecordLocked(pr pendingRecord, err error) {
-	p.mem.Release(int64(pr.size))
-	p.cbs.pushCounted(completion{rec: pr.rec, cb: pr.cb, err: err}, p)
+	p.cbs.pushCounted(completion{rec: pr.rec, cb: pr.cb, err: err, memory: int64(pr.size)}, p)
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -8,7 +8,8 @@ type completion struct {
 	rec     *Record
 	cb      Callback
 	err     error
-	counted bool // the record counts in Producer.outstanding
+	counted bool  // the record counts in Producer.outstanding
+	memory  int64 // buffer.memory to release once the callbacks ran
 	p       *Producer
 }
 
@@ -64,6 +65,9 @@ func (c completion) run() {
 		c.cb(c.rec, c.err)
 	}
 	if c.counted {
+		// Released after the callbacks, so buffer.memory bounds records
+		// waiting for a slow callback too, and Produce blocks on them.
+		c.p.mem.Release(c.memory)
 		c.p.recordsDone(n)
 	}
 }

@@ -276,10 +276,10 @@ func (s *sender) finish(b *batch, err error) {
 	}
 }
 
-// complete hands b's callbacks to the callback goroutine.
+// complete hands b's callbacks to the callback goroutine, which releases
+// b's buffer.memory once they have run.
 func (s *sender) complete(b *batch) {
-	s.p.mem.Release(b.memory)
-	s.p.cbs.pushCounted(completion{b: b, err: b.err}, s.p)
+	s.p.cbs.pushCounted(completion{b: b, err: b.err, memory: b.memory}, s.p)
 }
 
 // retryBatch puts b back to be sent again, in order, after a backoff. b has

@@ -1,0 +1,62 @@
+package producer
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-kafka/longhaul/internal/broker"
+)
+
+// TestBufferMemoryHeldUntilCallbacksRan: records acknowledged by the broker
+// keep their buffer.memory until their callbacks have run, so a slow
+// callback makes Produce block instead of letting memory grow past
+// buffer.memory (issue 20, item 5).
+func TestBufferMemoryHeldUntilCallbacksRan(t *testing.T) {
+	c := startCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
+	const budget = 64 << 10
+	p := newTestProducer(t, c, BufferMemory(budget), MaxRequestSize(32<<10), BatchSize(4096))
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // runs before the producer's Close, even on failure
+	first := true
+	cb := func(*Record, error) {
+		if first {
+			first = false
+			<-release // a slow callback holds up the ones behind it
+		}
+	}
+	const n = 40
+	for i := range n {
+		p.TryProduce(&Record{Topic: "t", Value: make([]byte, 1000), Key: []byte{byte(i)}}, cb)
+	}
+	waitFor(t, "the broker to hold every record", func() bool { return len(c.Records("t", 0)) == n })
+	require.False(t, p.mem.TryAcquire(budget), "acked records waiting for their callbacks must still hold buffer.memory")
+	unblock()
+	require.NoError(t, p.Flush(context.Background()))
+	require.True(t, p.mem.TryAcquire(budget), "after the callbacks ran, all of buffer.memory is free")
+	p.mem.Release(budget)
+}
+
+// TestTooLargeBatchIsSplit: a batch the broker refuses as MESSAGE_TOO_LARGE
+// is split into halves with the same sequence range until each fits; no
+// record fails, no epoch bump, and the log is exactly once in order.
+func TestTooLargeBatchIsSplit(t *testing.T) {
+	c := startCluster(t, broker.Config{RTT: 5 * time.Millisecond,
+		Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
+	p := newTestProducer(t, c, BatchSize(16<<10), Linger(20*time.Millisecond), MaxInFlightRequestsPerConnection(20))
+	tr := newTracker(t, "a")
+	tr.produce(p, "t", 0, 0, 200, 100)
+	tr.wait()
+	// The next two batches are refused whole; their halves go through.
+	c.InjectError("t", 0, 10 /* MESSAGE_TOO_LARGE */, 2)
+	tr.produce(p, "t", 0, 200, 400, 100)
+	tr.wait()
+	tr.requireClean(t, c, "t", 0)
+	require.Empty(t, tr.failed)
+	require.Zero(t, p.s.bumps.Load(), "a split keeps the sequence range: no bump")
+}
