@@ -2,7 +2,7 @@
 // batch of a partition, so that no partition ever has more batches in flight
 // than its leader can deduplicate (KIP-1269).
 //
-// Two checks must both hold before a batch of partition P goes to node B:
+// Three checks must all hold before a batch of partition P goes to node B:
 //
 //  1. Per partition: batches of P in flight < limit(P). The limit starts at
 //     [DefaultWindow] (5) and is learned from ProducerStateBatchesToRetain in
@@ -13,12 +13,29 @@
 //     failure no new batch goes out until P's in-flight batches have drained
 //     (then the gate re-arms), because a broker without state for the
 //     producer accepts a first batch at any sequence.
-//  2. Per node: requests in flight on the current connection to B <
+//  2. Window anchored at the oldest unacknowledged batch: every batch has a
+//     position in P's send order ([Candidate].Pos; a new batch one more
+//     than the previous new one, a retried batch its own), and a batch goes
+//     out only if pos - oldest unacknowledged position of P < limit(P).
+//     Counting batches in flight is not enough: when an early response is
+//     lost while later batches are acked, slots free up, and batches sent on
+//     them would push the unacknowledged one out of the broker's retained
+//     window, so its retry could no longer be recognised as a duplicate.
+//     Positions are released as etcd raft's Inflights frees its (FreeLE),
+//     except that an ack covers its own batch only: the oldest
+//     unacknowledged position ([Limiter.Anchor]) moves only once it is
+//     acked or abandoned ([Limiter.Abandon]); a failed batch keeps its
+//     position for its retry. Positions survive leader changes, new
+//     connections and resets (an epoch bump renumbers sequences, not
+//     positions). Memory follows the positions outstanding, never the
+//     window, which may be as large as 2^31-1.
+//  3. Per node: requests in flight on the current connection to B <
 //     max.in.flight.requests.per.connection (any value >= 1).
 //
-// The entry points are [New], [Limiter.Reserve], [Limiter.Complete] and
-// [Limiter.Finish]; [Limiter.SetLeader], [Limiter.NewConnection] and
-// [Limiter.ResetAll] report what the producer learns. The package is pure
+// The entry points are [New], [Limiter.Reserve], [Limiter.Complete],
+// [Limiter.Abandon] and [Limiter.Finish]; [Limiter.SetLeader],
+// [Limiter.NewConnection] and [Limiter.ResetAll] report what the producer
+// learns. The package is pure
 // logic: it starts no goroutines, does no I/O and reads no clock. A [Limiter]
 // is safe for concurrent use; one mutex guards all of its state, and the only
 // user code it calls, [Config.OnInvalidWindow], runs after that mutex is

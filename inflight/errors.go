@@ -34,4 +34,6 @@ const (
 	panicForeign        = "inflight: Node or Partition belongs to another Limiter"
 	panicNegative       = "inflight: request count went negative"
 	panicFixedWindow    = "inflight: UnsafeSetFixedWindow with n < 0"
+	panicReleasedPos    = "inflight: Reserve of a position already acknowledged or abandoned"
+	panicFlyingPos      = "inflight: Reserve of a position already in flight"
 )

@@ -19,8 +19,12 @@ func Example() {
 	p := l.Partition("orders", 0)
 	l.SetLeader(p, 1, 7) // from metadata: leader node 1, leader epoch 7
 
+	// Each batch has a position in its partition's send order: 0, 1, 2, ...
+	// for new batches; a retried batch keeps its own.
+	var pos uint64
 	var req inflight.Request
-	if l.Reserve(node, []*inflight.Partition{p}, &req) {
+	if l.Reserve(node, []inflight.Candidate{{Partition: p, Pos: pos}}, &req) {
+		pos++
 		// ... write the ProduceRequest with one batch per ticket ...
 		for _, t := range req.Tickets {
 			// The v14 response acked the batch and announced 20.
@@ -34,7 +38,8 @@ func Example() {
 	reqs := make([]inflight.Request, 30)
 	sent := 0
 	for i := range reqs {
-		if l.Reserve(node, []*inflight.Partition{p}, &reqs[i]) {
+		if l.Reserve(node, []inflight.Candidate{{Partition: p, Pos: pos}}, &reqs[i]) {
+			pos++
 			sent++
 		}
 	}

@@ -1,13 +1,18 @@
 package inflight
 
 import (
+	"slices"
 	"testing"
 )
 
-// harness drives a Limiter in table tests with a few short verbs.
+// harness drives a Limiter in table tests with a few short verbs. It picks
+// positions as the producer does: a partition's lowest failed position first
+// (a retry keeps its position), else the next new one.
 type harness struct {
-	t *testing.T
-	l *Limiter
+	t     *testing.T
+	l     *Limiter
+	next  map[*Partition]uint64   // next new position
+	retry map[*Partition][]uint64 // failed positions, ascending
 }
 
 func newHarness(t *testing.T, cfg Config) *harness {
@@ -16,7 +21,15 @@ func newHarness(t *testing.T, cfg Config) *harness {
 	if err != nil {
 		t.Fatalf("New(%+v): %v", cfg, err)
 	}
-	return &harness{t: t, l: l}
+	return &harness{t: t, l: l, next: map[*Partition]uint64{}, retry: map[*Partition][]uint64{}}
+}
+
+// pos is the position p's next batch would have.
+func (h *harness) pos(p *Partition) uint64 {
+	if r := h.retry[p]; len(r) > 0 {
+		return r[0]
+	}
+	return h.next[p]
 }
 
 // part returns topic/partition led by node (epoch 0).
@@ -26,16 +39,56 @@ func (h *harness) part(topic string, partition, node int32) *Partition {
 	return p
 }
 
-// send reserves one request to node with the candidates; nil if refused.
+// send reserves one request to node with the candidates, each at its next
+// position; nil if refused.
 func (h *harness) send(node int32, ps ...*Partition) *Request {
+	cands := make([]Candidate, len(ps))
+	for i, p := range ps {
+		cands[i] = Candidate{Partition: p, Pos: h.pos(p)}
+	}
+	return h.sendCands(node, cands...)
+}
+
+// sendAt reserves one request to node with p's batch at position pos; nil
+// if refused.
+func (h *harness) sendAt(node int32, p *Partition, pos uint64) *Request {
+	return h.sendCands(node, Candidate{Partition: p, Pos: pos})
+}
+
+func (h *harness) sendCands(node int32, cands ...Candidate) *Request {
 	req := new(Request)
-	if !h.l.Reserve(h.l.Node(node), ps, req) {
+	if !h.l.Reserve(h.l.Node(node), cands, req) {
 		if len(req.Tickets) != 0 {
 			h.t.Fatalf("refused Reserve left %d tickets", len(req.Tickets))
 		}
 		return nil
 	}
+	for _, tk := range req.Tickets {
+		p, pos := tk.Partition, tk.Pos()
+		if i, found := slices.BinarySearch(h.retry[p], pos); found {
+			h.retry[p] = slices.Delete(h.retry[p], i, i+1)
+		}
+		h.next[p] = max(h.next[p], pos+1)
+	}
 	return req
+}
+
+// complete completes one ticket; a failure queues its position for retry.
+func (h *harness) complete(tk Ticket, o Outcome) {
+	h.l.Complete(tk, o)
+	if !o.Acked {
+		p := tk.Partition
+		i, _ := slices.BinarySearch(h.retry[p], tk.Pos())
+		h.retry[p] = slices.Insert(h.retry[p], i, tk.Pos())
+	}
+}
+
+// abandon gives up p's position pos: Abandon, and no retry.
+func (h *harness) abandon(p *Partition, pos uint64) {
+	h.l.Abandon(p, pos)
+	if i, found := slices.BinarySearch(h.retry[p], pos); found {
+		h.retry[p] = slices.Delete(h.retry[p], i, i+1)
+	}
 }
 
 // fill sends one-partition requests for p to its leader until refused and
@@ -57,7 +110,7 @@ func (h *harness) fill(p *Partition, node int32) []*Request {
 func (h *harness) reply(o Outcome, reqs ...*Request) {
 	for _, r := range reqs {
 		for _, tk := range r.Tickets {
-			h.l.Complete(tk, o)
+			h.complete(tk, o)
 		}
 		h.l.Finish(r)
 	}
@@ -120,5 +173,14 @@ func (h *harness) wantNode(node int32, want int) {
 	h.t.Helper()
 	if got := h.l.NodeInFlight(h.l.Node(node)); got != want {
 		h.t.Fatalf("NodeInFlight(%d) = %d, want %d", node, got, want)
+	}
+}
+
+// wantAnchor checks p's oldest unacknowledged position; ok false means none.
+func (h *harness) wantAnchor(p *Partition, want uint64, ok bool) {
+	h.t.Helper()
+	got, gotOK := h.l.Anchor(p)
+	if gotOK != ok || ok && got != want {
+		h.t.Fatalf("Anchor(%s-%d) = %d, %v; want %d, %v", p.Topic(), p.ID(), got, gotOK, want, ok)
 	}
 }

@@ -142,7 +142,7 @@ func TestKIP1269TestPlan(t *testing.T) {
 						if tk.Partition == b {
 							w = 20
 						}
-						h.l.Complete(tk, ack(w))
+						h.complete(tk, ack(w))
 					}
 					h.l.Finish(r)
 				}

@@ -16,7 +16,10 @@ type Limiter struct {
 	// Negative controls, set only by in-package tests: each breaks one rule
 	// in the admission check (never in the observers), so the model test
 	// can show that its safety checks catch that rule being broken.
-	ignorePartitionLimit bool // learned/default limit not applied (gate still is)
+	ignorePartitionLimit bool // learned/default limit not applied, to counts or positions (gate still is)
+	ignoreAnchor         bool // positions not checked against the oldest unacknowledged one
+	ackFreesEarlier      bool // an ack releases every earlier position too (raft's cumulative FreeLE)
+	ignoreAbandon        bool // Abandon releases nothing
 	ignoreGate           bool // first-batch gate not applied
 	ignoreDraining       bool // new batches admitted while draining
 	ignoreNodeCap        bool // MaxRequestsPerConn not applied
@@ -71,8 +74,11 @@ type Partition struct {
 	draining   bool     // a batch failed; no new batch until out is empty
 	out        []uint64 // ids of tickets in flight, ascending
 	nextID     uint64
-	stamp      uint64 // Limiter.stamp of the last Reserve that admitted p
-	invalid    int32  // last invalid window reported, if invalidSet
+	ents       []posEnt // unacknowledged positions, ascending from head; see positions.go
+	head       int      // ents[head] is the anchor, if head < len(ents)
+	nextPos    uint64   // one past the highest position ever reserved
+	stamp      uint64   // Limiter.stamp of the last Reserve that admitted p
+	invalid    int32    // last invalid window reported, if invalidSet
 	invalidSet bool
 }
 
@@ -280,13 +286,16 @@ func (l *Limiter) limit(p *Partition) int {
 	return p.window
 }
 
-// allowed reports whether p may send one more batch now, ignoring the node
-// cap and the leader check. p must be synced.
-func (l *Limiter) allowed(p *Partition) bool {
+// allowed reports whether p may send its batch at position pos now, ignoring
+// the node cap and whether pos is held in flight. p must be synced.
+func (l *Limiter) allowed(p *Partition, pos uint64) bool {
 	if p.node == nil {
 		return false
 	}
 	if p.draining && !l.ignoreDraining {
+		return false
+	}
+	if !l.ignoreAnchor && !l.inWindow(p, pos) {
 		return false
 	}
 	if l.fixed > 0 {

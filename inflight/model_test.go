@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 )
 
 // The model test drives a Limiter with random sends, acks, failures, learned
-// windows, leader changes, reconnects and resets, and checks every admission
+// windows, leader changes, reconnects, resets and abandoned positions, and
+// checks every admission
 // against an independent model of SPEC.md's rules. Safety checks (kinds
 // below) never depend on the Limiter's own answers; strict mode additionally
 // compares every observer with the model and checks that everything the
@@ -18,6 +20,7 @@ import (
 // Violation kinds.
 const (
 	vPartitionLimit = "partition limit" // more in flight than min(window, MaxWindow)
+	vAnchor         = "anchor"          // a position limit or more after the oldest unacknowledged one
 	vGate           = "gate"            // a second batch while the first-batch gate is armed
 	vDraining       = "draining"        // a new batch while draining
 	vNodeCap        = "node cap"        // more requests than MaxRequestsPerConn
@@ -29,7 +32,7 @@ const (
 	vCompleteness   = "completeness"    // strict: the model allows a batch the Limiter refused
 )
 
-var safetyKinds = map[string]bool{vPartitionLimit: true, vGate: true, vDraining: true, vNodeCap: true, vLeader: true, vDuplicate: true}
+var safetyKinds = map[string]bool{vPartitionLimit: true, vAnchor: true, vGate: true, vDraining: true, vNodeCap: true, vLeader: true, vDuplicate: true}
 
 type violation struct {
 	kind string
@@ -45,10 +48,13 @@ type modelOpts struct {
 	strict        bool // compare observers and completeness too
 	resetAll      bool // allowed only with one worker: it touches every partition
 	skipOneFinish bool // driver fault: leak one reservation (negative control for vRelease)
+	noFailures    bool // every ticket is acked, late or not: no retries
 	breakIt       func(l *Limiter)
 }
 
-// mPart is the model of one partition.
+// mPart is the model of one partition. Positions are chosen as the
+// producer does: the lowest failed position first (a retry keeps its
+// position), else the next new one.
 type mPart struct {
 	p        *Partition
 	leader   int32
@@ -58,12 +64,32 @@ type mPart struct {
 	gated    bool
 	draining bool
 	inflight int
+	nextPos  uint64
+	unacked  []uint64 // reserved, neither acked nor abandoned; ascending
+	retry    []uint64 // unacked and not in flight; ascending
+}
+
+// pos is the position of mp's next batch.
+func (mp *mPart) pos() uint64 {
+	if len(mp.retry) > 0 {
+		return mp.retry[0]
+	}
+	return mp.nextPos
+}
+
+// drop removes pos from a sorted set, if present.
+func drop(set []uint64, pos uint64) []uint64 {
+	if i, ok := slices.BinarySearch(set, pos); ok {
+		return slices.Delete(set, i, i+1)
+	}
+	return set
 }
 
 type mTicket struct {
 	t   Ticket
 	mp  *mPart
 	gen int
+	pos uint64
 }
 
 type mReq struct {
@@ -82,10 +108,14 @@ type winKey struct {
 // states is noticed.
 type stats struct {
 	admitted, maxInFlight, stale, drained, capRefused int
+	anchorHeld                                        int // refusals where only the anchor rule said no
+	abandoned                                         int
 }
 
 func (s *stats) add(o stats) {
 	s.admitted += o.admitted
+	s.anchorHeld += o.anchorHeld
+	s.abandoned += o.abandoned
 	s.maxInFlight = max(s.maxInFlight, o.maxInFlight)
 	s.stale += o.stale
 	s.drained += o.drained
@@ -134,6 +164,9 @@ func newWorld(o modelOpts, l *Limiter, maxReqs, maxWindow, worker int) *world {
 		nodeConn: map[int32]int{},
 	}
 	w.failPerMille = []int{2, 10, 50, 150}[w.rng.IntN(4)]
+	if o.noFailures {
+		w.failPerMille = 0
+	}
 	w.calm = w.rng.IntN(2) == 0
 	for i := range 3 {
 		id := int32(worker*10 + i)
@@ -164,7 +197,17 @@ func (w *world) limit(mp *mPart) int {
 	return mp.window
 }
 
-func (w *world) may(mp *mPart) bool {
+// inWindow is the anchor rule: pos less than limit positions after the
+// oldest unacknowledged position.
+func (w *world) inWindow(mp *mPart, pos uint64) bool {
+	if len(mp.unacked) == 0 || pos <= mp.unacked[0] {
+		return true
+	}
+	return pos-mp.unacked[0] < uint64(w.limit(mp))
+}
+
+// mayCount is the rule without the anchor.
+func (w *world) mayCount(mp *mPart) bool {
 	if mp.leader < 0 || mp.draining {
 		return false
 	}
@@ -172,6 +215,10 @@ func (w *world) may(mp *mPart) bool {
 		return mp.inflight < 1
 	}
 	return mp.inflight < w.limit(mp)
+}
+
+func (w *world) may(mp *mPart, pos uint64) bool {
+	return w.mayCount(mp) && w.inWindow(mp, pos)
 }
 
 func (w *world) reset(mp *mPart) {
@@ -255,19 +302,41 @@ func (w *world) doStep() {
 				w.reset(mp)
 			}
 		}
+	case r < 96:
+		w.abandon()
 	}
+}
+
+// abandon gives up one unacknowledged position of a random partition, as
+// the producer does when a batch fails for good: usually one waiting for
+// retry, sometimes one still in flight (at close).
+func (w *world) abandon() {
+	mp := w.parts[w.rng.IntN(len(w.parts))]
+	if len(mp.unacked) == 0 {
+		return
+	}
+	set := mp.retry
+	if len(set) == 0 || w.rng.IntN(5) == 0 {
+		set = mp.unacked
+	}
+	pos := set[w.rng.IntN(len(set))]
+	w.l.Abandon(mp.p, pos)
+	mp.unacked = drop(mp.unacked, pos)
+	mp.retry = drop(mp.retry, pos)
+	w.st.abandoned++
 }
 
 func (w *world) reserve() {
 	n := w.nodes[w.rng.IntN(len(w.nodes))]
-	var cands []*Partition
+	var cands []Candidate
 	for _, mp := range w.parts {
 		if mp.leader == n && w.rng.IntN(10) < 8 {
-			cands = append(cands, mp.p)
+			cands = append(cands, Candidate{Partition: mp.p, Pos: mp.pos()})
 		}
 	}
 	if w.rng.IntN(5) == 0 { // a partition led elsewhere
-		cands = append(cands, w.parts[w.rng.IntN(len(w.parts))].p)
+		mp := w.parts[w.rng.IntN(len(w.parts))]
+		cands = append(cands, Candidate{Partition: mp.p, Pos: mp.pos()})
 	}
 	if len(cands) > 0 && w.rng.IntN(10) == 0 { // listed twice
 		cands = append(cands, cands[w.rng.IntN(len(cands))])
@@ -297,7 +366,10 @@ func (w *world) reserve() {
 	mr := &mReq{req: req, node: n, conn: w.nodeConn[n]}
 	for _, tk := range req.Tickets {
 		mp := w.byPart[tk.Partition]
+		pos := mp.pos()
 		switch {
+		case tk.Pos() != pos:
+			w.fail(vAPI, "%s-%d ticket position %d, candidate %d", mp.p.Topic(), mp.p.ID(), tk.Pos(), pos)
 		case admitted[mp]:
 			w.fail(vDuplicate, "%s-%d twice in one request", mp.p.Topic(), mp.p.ID())
 		case mp.leader != n:
@@ -308,19 +380,31 @@ func (w *world) reserve() {
 			w.fail(vGate, "%s-%d admitted batch %d with the gate armed", mp.p.Topic(), mp.p.ID(), mp.inflight+1)
 		case mp.inflight >= w.limit(mp):
 			w.fail(vPartitionLimit, "%s-%d admitted batch %d over limit %d", mp.p.Topic(), mp.p.ID(), mp.inflight+1, w.limit(mp))
+		case !w.inWindow(mp, pos):
+			w.fail(vAnchor, "%s-%d admitted position %d, oldest unacknowledged %d, limit %d", mp.p.Topic(), mp.p.ID(), pos, mp.unacked[0], w.limit(mp))
+		}
+		if pos == mp.nextPos {
+			mp.unacked = append(mp.unacked, pos)
+			mp.nextPos++
+		} else {
+			mp.retry = drop(mp.retry, pos)
 		}
 		admitted[mp] = true
 		mp.inflight++
 		w.st.admitted++
 		w.st.maxInFlight = max(w.st.maxInFlight, mp.inflight)
-		mr.pending = append(mr.pending, mTicket{t: tk, mp: mp, gen: mp.gen})
+		mr.pending = append(mr.pending, mTicket{t: tk, mp: mp, gen: mp.gen, pos: pos})
 	}
-	if w.o.strict && !atCap {
-		for _, p := range cands {
-			mp := w.byPart[p]
-			if mp.leader == n && !admitted[mp] && w.may(mp) {
-				w.fail(vCompleteness, "%s-%d may send but was refused", p.Topic(), p.ID())
-			}
+	for _, c := range cands {
+		mp := w.byPart[c.Partition]
+		if mp.leader != n || admitted[mp] {
+			continue
+		}
+		if w.mayCount(mp) && !w.inWindow(mp, c.Pos) {
+			w.st.anchorHeld++
+		}
+		if w.o.strict && !atCap && w.may(mp, c.Pos) {
+			w.fail(vCompleteness, "%s-%d may send position %d but was refused", mp.p.Topic(), mp.p.ID(), c.Pos)
 		}
 	}
 	if ok {
@@ -382,6 +466,12 @@ func (w *world) complete(mr *mReq, mt mTicket) {
 
 	mp := mt.mp
 	mp.inflight--
+	if _, held := slices.BinarySearch(mp.unacked, mt.pos); o.Acked {
+		mp.unacked = drop(mp.unacked, mt.pos)
+	} else if held {
+		i, _ := slices.BinarySearch(mp.retry, mt.pos)
+		mp.retry = slices.Insert(mp.retry, i, mt.pos)
+	}
 	if mt.gen != mp.gen {
 		w.st.stale++
 	}
@@ -425,8 +515,15 @@ func (w *world) check() {
 		if got := w.l.Draining(mp.p); got != mp.draining {
 			w.fail(vObserver, "Draining(%s-%d) = %v, model %v", mp.p.Topic(), mp.p.ID(), got, mp.draining)
 		}
-		if got := w.l.MayReserve(mp.p); got != w.may(mp) {
-			w.fail(vObserver, "MayReserve(%s-%d) = %v, model %v", mp.p.Topic(), mp.p.ID(), got, w.may(mp))
+		if got, want := w.l.MayReserve(mp.p, mp.pos()), w.may(mp, mp.pos()); got != want {
+			w.fail(vObserver, "MayReserve(%s-%d, %d) = %v, model %v", mp.p.Topic(), mp.p.ID(), mp.pos(), got, want)
+		}
+		if got, want := w.l.InWindow(mp.p, mp.pos()), w.inWindow(mp, mp.pos()); got != want {
+			w.fail(vObserver, "InWindow(%s-%d, %d) = %v, model %v", mp.p.Topic(), mp.p.ID(), mp.pos(), got, want)
+		}
+		got, ok := w.l.Anchor(mp.p)
+		if wantOK := len(mp.unacked) > 0; ok != wantOK || ok && got != mp.unacked[0] {
+			w.fail(vObserver, "Anchor(%s-%d) = %d, %v, model %v", mp.p.Topic(), mp.p.ID(), got, ok, mp.unacked)
 		}
 	}
 	for _, n := range w.nodes {
@@ -524,7 +621,7 @@ func TestModelRandom(t *testing.T) {
 			}
 			t.Logf("%d seeds x %d workers x %d steps: %+v", n, workers, steps, st)
 			// The runs must reach the states the checks are about.
-			if st.maxInFlight < 20 || st.stale == 0 || st.drained == 0 || st.capRefused == 0 {
+			if st.maxInFlight < 20 || st.stale == 0 || st.drained == 0 || st.capRefused == 0 || st.anchorHeld == 0 || st.abandoned == 0 {
 				t.Fatalf("model explored too little: %+v", st)
 			}
 		})
@@ -538,15 +635,25 @@ func TestModelNegativeControls(t *testing.T) {
 	cases := []struct {
 		name string
 		opts modelOpts
-		want string // "" = any safety kind
+		want []string // nil = any safety kind
 	}{
-		{"ignore partition limit", modelOpts{breakIt: func(l *Limiter) { l.ignorePartitionLimit = true }}, vPartitionLimit},
-		{"ignore gate", modelOpts{breakIt: func(l *Limiter) { l.ignoreGate = true }}, vGate},
-		{"ignore draining", modelOpts{breakIt: func(l *Limiter) { l.ignoreDraining = true }}, vDraining},
-		{"ignore node cap", modelOpts{breakIt: func(l *Limiter) { l.ignoreNodeCap = true }}, vNodeCap},
-		{"trust stale completions", modelOpts{breakIt: func(l *Limiter) { l.trustStale = true }}, vGate},
-		{"UnsafeSetFixedWindow(20)", modelOpts{breakIt: func(l *Limiter) { l.UnsafeSetFixedWindow(20) }}, ""},
-		{"driver leaks one Finish", modelOpts{skipOneFinish: true}, vRelease},
+		// Without the limit, counts and positions both go past it; either
+		// check may see it first.
+		{"ignore partition limit", modelOpts{breakIt: func(l *Limiter) { l.ignorePartitionLimit = true }}, []string{vPartitionLimit, vAnchor}},
+		{"ignore anchor", modelOpts{breakIt: func(l *Limiter) { l.ignoreAnchor = true }}, []string{vAnchor}},
+		// Without failures, so that no retry meets a position the broken
+		// Limiter released (Reserve would panic): the early batch is only
+		// late, while later ones are acked.
+		{"acks free earlier positions (raft's cumulative FreeLE)", modelOpts{noFailures: true, breakIt: func(l *Limiter) { l.ackFreesEarlier = true }}, []string{vAnchor}},
+		// A lost Abandon is no safety problem, but the anchor stays and
+		// the partition stalls: strict mode sees it.
+		{"Abandon ignored", modelOpts{strict: true, breakIt: func(l *Limiter) { l.ignoreAbandon = true }}, []string{vObserver, vCompleteness}},
+		{"ignore gate", modelOpts{breakIt: func(l *Limiter) { l.ignoreGate = true }}, []string{vGate}},
+		{"ignore draining", modelOpts{breakIt: func(l *Limiter) { l.ignoreDraining = true }}, []string{vDraining}},
+		{"ignore node cap", modelOpts{breakIt: func(l *Limiter) { l.ignoreNodeCap = true }}, []string{vNodeCap}},
+		{"trust stale completions", modelOpts{breakIt: func(l *Limiter) { l.trustStale = true }}, []string{vGate}},
+		{"UnsafeSetFixedWindow(20)", modelOpts{breakIt: func(l *Limiter) { l.UnsafeSetFixedWindow(20) }}, nil},
+		{"driver leaks one Finish", modelOpts{skipOneFinish: true}, []string{vRelease}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -557,8 +664,8 @@ func TestModelNegativeControls(t *testing.T) {
 				if v == nil {
 					continue
 				}
-				if c.want == "" && !safetyKinds[v.kind] || c.want != "" && v.kind != c.want {
-					t.Fatalf("seed %d: got %v, want a %q violation", seed, v, c.want)
+				if c.want == nil && !safetyKinds[v.kind] || c.want != nil && !slices.Contains(c.want, v.kind) {
+					t.Fatalf("seed %d: got %v, want a violation of kind %q", seed, v, c.want)
 				}
 				t.Logf("caught at seed %d: %v", seed, v)
 				return

@@ -18,16 +18,19 @@ func BenchmarkReserve(b *testing.B) {
 				b.Fatal(err)
 			}
 			node := l.Node(1)
-			ps := make([]*Partition, n)
-			for i := range ps {
-				ps[i] = l.Partition("t", int32(i))
-				l.SetLeader(ps[i], 1, 0)
+			cands := make([]Candidate, n)
+			for i := range cands {
+				cands[i].Partition = l.Partition("t", int32(i))
+				l.SetLeader(cands[i].Partition, 1, 0)
 			}
 			var req Request
 			ok := Outcome{Acked: true, Window: 20, WindowPresent: true}
 			cycle := func() {
-				if !l.Reserve(node, ps, &req) || len(req.Tickets) != n {
+				if !l.Reserve(node, cands, &req) || len(req.Tickets) != n {
 					b.Fatalf("admitted %d of %d", len(req.Tickets), n)
+				}
+				for i := range cands {
+					cands[i].Pos++ // the next batch of each partition
 				}
 				for _, tk := range req.Tickets {
 					l.Complete(tk, ok)
@@ -58,16 +61,19 @@ func BenchmarkReserveParallel(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		id := next.Add(1)
 		node := l.Node(id)
-		ps := make([]*Partition, 100)
-		for i := range ps {
-			ps[i] = l.Partition(fmt.Sprint("t", id), int32(i))
-			l.SetLeader(ps[i], id, 0)
+		cands := make([]Candidate, 100)
+		for i := range cands {
+			cands[i].Partition = l.Partition(fmt.Sprint("t", id), int32(i))
+			l.SetLeader(cands[i].Partition, id, 0)
 		}
 		var req Request
 		ok := Outcome{Acked: true, Window: 20, WindowPresent: true}
 		for pb.Next() {
-			if !l.Reserve(node, ps, &req) {
+			if !l.Reserve(node, cands, &req) {
 				panic("refused")
+			}
+			for i := range cands {
+				cands[i].Pos++
 			}
 			for _, tk := range req.Tickets {
 				l.Complete(tk, ok)

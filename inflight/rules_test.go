@@ -61,7 +61,7 @@ func TestRules(t *testing.T) {
 				h.learn(p, 1, 20)
 				reqs := h.wantFill(p, 1, 20)
 				h.reply(timeout, reqs[0])
-				if !h.l.Draining(p) || h.l.MayReserve(p) {
+				if !h.l.Draining(p) || h.l.MayReserve(p, h.pos(p)) {
 					h.t.Fatal("a failure must start draining and stop new batches")
 				}
 				h.wantLimit(p, 20) // no response: nothing learned
@@ -153,12 +153,12 @@ func TestRules(t *testing.T) {
 			cfg:  Config{MaxRequestsPerConn: 100},
 			run: func(h *harness) {
 				p := h.l.Partition("t", 0)
-				if h.l.MayReserve(p) || h.send(1, p) != nil {
+				if h.l.MayReserve(p, h.pos(p)) || h.send(1, p) != nil {
 					h.t.Fatal("partition without leader admitted")
 				}
 				h.part("t", 0, 1)
 				h.l.SetLeader(p, -1, 3)
-				if h.l.MayReserve(p) || h.send(1, p) != nil {
+				if h.l.MayReserve(p, h.pos(p)) || h.send(1, p) != nil {
 					h.t.Fatal("partition with leader -1 admitted")
 				}
 			},
@@ -210,12 +210,15 @@ func TestRules(t *testing.T) {
 			name: "a Request is reusable without allocating",
 			cfg:  Config{MaxRequestsPerConn: 1},
 			run: func(h *harness) {
-				ps := []*Partition{h.part("t", 0, 1), h.part("t", 1, 1)}
+				cands := []Candidate{{Partition: h.part("t", 0, 1)}, {Partition: h.part("t", 1, 1)}}
 				n := h.l.Node(1)
 				var req Request
 				cycle := func() {
-					if !h.l.Reserve(n, ps, &req) {
+					if !h.l.Reserve(n, cands, &req) {
 						h.t.Fatal("refused")
+					}
+					for i := range cands {
+						cands[i].Pos++
 					}
 					for _, tk := range req.Tickets {
 						h.l.Complete(tk, ack(20))
@@ -274,7 +277,7 @@ func TestMisusePanics(t *testing.T) {
 		{"Reserve into a held request", func(h *harness) {
 			p := h.part("t", 0, 1)
 			r := h.send(1, p)
-			h.l.Reserve(h.l.Node(1), []*Partition{p}, r)
+			h.l.Reserve(h.l.Node(1), []Candidate{{Partition: p, Pos: 1}}, r)
 		}, panicHeld},
 		{"partition of another limiter", func(h *harness) {
 			other, _ := New(Config{MaxRequestsPerConn: 1})
