@@ -225,8 +225,12 @@ func (s *sender) batchAcked(b *batch, baseOffset int64) {
 	s.finish(b, nil)
 }
 
-// failBatch reports err for every record of b; b leaves the partition.
+// failBatch reports err for every record of b; b leaves the partition, and
+// its position (if it was ever sent) stops holding the limiter's window.
 func (s *sender) failBatch(b *batch, cause error, fateUnknown bool) {
+	if b.attempts > 0 {
+		s.p.lim.Abandon(b.part.lim, b.ord)
+	}
 	s.removeInflight(b)
 	s.removeRetry(b)
 	seq := b.seq

@@ -55,10 +55,10 @@ type sender struct {
 	active        []*partitionState
 	events        []func()
 	stopping      bool
-	lims          []*inflight.Partition // scratch for Reserve
-	touched       []*partitionState     // scratch: partitions of the response being handled
-	req           *kmsg.ProduceRequest  // reused for every request
-	srFree        []*sentRequest        // recycled sentRequests
+	lims          []inflight.Candidate // scratch for Reserve
+	touched       []*partitionState    // scratch: partitions of the response being handled
+	req           *kmsg.ProduceRequest // reused for every request
+	srFree        []*sentRequest       // recycled sentRequests
 
 	ctx    context.Context // cancelled by shutdown: stops dials and control requests
 	cancel context.CancelFunc
@@ -293,7 +293,7 @@ func (s *sender) sendToNode(n *nodeState, now time.Time) {
 		}
 		s.lims = s.lims[:0]
 		for _, ps := range cands {
-			s.lims = append(s.lims, ps.lim)
+			s.lims = append(s.lims, inflight.Candidate{Partition: ps.lim, Pos: s.nextPos(ps)})
 		}
 		sr := s.newRequest(n, version)
 		if !s.p.lim.Reserve(n.lim, s.lims, &sr.ir) {
@@ -305,13 +305,17 @@ func (s *sender) sendToNode(n *nodeState, now time.Time) {
 			for cands[j].lim != t.Partition {
 				j++
 			}
-			sr.batches = append(sr.batches, s.takeBatch(cands[j]))
+			b := s.takeBatch(cands[j])
+			if b.ord != t.Pos() {
+				panic("producer: takeBatch sent another batch than nextPos reserved")
+			}
+			sr.batches = append(sr.batches, b)
 		}
 		s.issue(sr)
 		// Partitions that still have batches and room go in the next request.
 		keep := n.cand[:0]
 		for _, ps := range n.cand {
-			if s.hasSendable(ps) && s.p.lim.MayReserve(ps.lim) {
+			if s.hasSendable(ps) && s.p.lim.MayReserve(ps.lim, s.nextPos(ps)) {
 				keep = append(keep, ps)
 			}
 		}
@@ -351,28 +355,26 @@ func (s *sender) retryIndex(ps *partitionState) int {
 }
 
 // canSendNow reports whether ps could send a new batch at once: a known
-// leader, nothing waiting for retry, room in the limiter and the window.
+// leader, nothing waiting for retry, and room in the limiter, window
+// included.
 func (s *sender) canSendNow(ps *partitionState) bool {
-	return ps.leader >= 0 && len(ps.retry) == 0 && !s.needBump && s.p.lim.MayReserve(ps.lim) && s.withinWindow(ps)
+	return ps.leader >= 0 && len(ps.retry) == 0 && !s.needBump && s.p.lim.MayReserve(ps.lim, ps.nextOrd)
 }
 
 // withinWindow reports whether a new batch of ps would stay within the
-// broker's window counted from the oldest unacknowledged batch. Counting
-// batches in flight is not enough: if an early response is lost while later
-// ones are acked, the limiter frees slots, and batches sent on them would
-// push the unacknowledged one out of the broker's retained window, so its
-// retry could never be recognised as a duplicate.
+// broker's window counted from the oldest unacknowledged batch; the rule
+// and its reasons are the limiter's (inflight.Limiter.InWindow).
 func (s *sender) withinWindow(ps *partitionState) bool {
-	var oldest uint64
-	switch {
-	case len(ps.retry) > 0:
-		oldest = ps.retry[0].ord
-	case len(ps.inflight) > 0:
-		oldest = ps.inflight[0].ord
-	default:
-		return true
+	return s.p.lim.InWindow(ps.lim, ps.nextOrd)
+}
+
+// nextPos is the limiter position of the batch takeBatch would send next:
+// a retry keeps its ord, a new batch gets nextOrd.
+func (s *sender) nextPos(ps *partitionState) uint64 {
+	if i := s.retryIndex(ps); i >= 0 {
+		return ps.retry[i].ord
 	}
-	return ps.nextOrd-oldest < uint64(s.p.lim.Limit(ps.lim))
+	return ps.nextOrd
 }
 
 // resolving reports whether some batch must be resent under the old epoch
