@@ -33,7 +33,7 @@ const (
 	panicHeld           = "inflight: Reserve into a request that still holds a reservation; Finish it first"
 	panicForeign        = "inflight: Node or Partition belongs to another Limiter"
 	panicNegative       = "inflight: request count went negative"
-	panicFixedWindow    = "inflight: UnsafeSetFixedWindow with n < 0"
+	panicFixedWindow    = "inflight: fixed window n < 0"
 	panicReleasedPos    = "inflight: Reserve of a position already acknowledged or abandoned"
 	panicFlyingPos      = "inflight: Reserve of a position already in flight"
 )

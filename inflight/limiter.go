@@ -3,6 +3,8 @@ package inflight
 import (
 	"math"
 	"sync"
+
+	"github.com/longhaul-kafka/longhaul/internal/testhooks"
 )
 
 // Limiter holds the in-flight state of every node and partition of one
@@ -32,7 +34,7 @@ type Limiter struct {
 	parts    map[partKey]*Partition
 	resetAll uint64 // bumped by ResetAll; partitions catch up lazily in sync
 	stamp    uint64 // bumped by every Reserve, to spot a partition listed twice
-	fixed    int    // UnsafeSetFixedWindow; 0 = off
+	fixed    int    // setFixedWindow; 0 = off
 }
 
 type partKey struct {
@@ -191,12 +193,17 @@ func (l *Limiter) Reset(p *Partition) {
 	l.reset(p)
 }
 
-// UnsafeSetFixedWindow is for tests and benchmarks only: it ignores learned
-// windows and the first-batch gate and uses n as every partition's limit
-// (draining and the node cap still apply); n == 0 restores normal behaviour,
-// n < 0 panics. It is unsafe above the broker's real window: a retried batch
-// may then be appended twice or rejected as out of order.
-func (l *Limiter) UnsafeSetFixedWindow(n int) {
+func init() {
+	testhooks.FixedWindow = func(l any, n int) { l.(*Limiter).setFixedWindow(n) }
+}
+
+// setFixedWindow is for negative controls and benchmarks only, reached from
+// other packages through [testhooks.FixedWindow]: it ignores learned windows
+// and the first-batch gate and uses n as every partition's limit (draining
+// and the node cap still apply); n == 0 restores normal behaviour, n < 0
+// panics. It is unsafe above the broker's real window: a retried batch may
+// then be appended twice or rejected as out of order.
+func (l *Limiter) setFixedWindow(n int) {
 	if n < 0 {
 		panic(panicFixedWindow)
 	}

@@ -652,7 +652,7 @@ func TestModelNegativeControls(t *testing.T) {
 		{"ignore draining", modelOpts{breakIt: func(l *Limiter) { l.ignoreDraining = true }}, []string{vDraining}},
 		{"ignore node cap", modelOpts{breakIt: func(l *Limiter) { l.ignoreNodeCap = true }}, []string{vNodeCap}},
 		{"trust stale completions", modelOpts{breakIt: func(l *Limiter) { l.trustStale = true }}, []string{vGate}},
-		{"UnsafeSetFixedWindow(20)", modelOpts{breakIt: func(l *Limiter) { l.UnsafeSetFixedWindow(20) }}, nil},
+		{"fixed window 20", modelOpts{breakIt: func(l *Limiter) { l.setFixedWindow(20) }}, nil},
 		{"driver leaks one Finish", modelOpts{skipOneFinish: true}, []string{vRelease}},
 	}
 	for _, c := range cases {

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/longhaul-kafka/longhaul/inflight"
+	"github.com/longhaul-kafka/longhaul/internal/testhooks"
 	"github.com/longhaul-kafka/longhaul/protocol"
 )
 
@@ -118,7 +119,7 @@ func newProducer(cfg config) (*Producer, error) {
 		return nil, &ConfigError{Property: "max.in.flight.requests.per.connection", Reason: err.Error()}
 	}
 	if cfg.unsafeFixedWindow > 0 {
-		lim.UnsafeSetFixedWindow(cfg.unsafeFixedWindow)
+		testhooks.FixedWindow(lim, cfg.unsafeFixedWindow)
 	}
 	p.lim = lim
 	p.cbs = newCallbackQueue()
