@@ -1,7 +1,5 @@
 package inflight
 
-import "sort"
-
 // posEnt is one unacknowledged position of a partition's send order:
 // reserved at least once, neither acknowledged nor abandoned.
 type posEnt struct {
@@ -20,11 +18,22 @@ type posEnt struct {
 // retry), so its size follows those batches, never the broker's window.
 
 // find returns the index in p.ents of pos, or -1 if pos is not unacknowledged.
+// Acks come mostly in order, so the anchor is tried first.
 func (p *Partition) find(pos uint64) int {
-	live := p.ents[p.head:]
-	i := sort.Search(len(live), func(i int) bool { return live[i].pos >= pos })
-	if i < len(live) && live[i].pos == pos {
-		return p.head + i
+	lo, hi := p.head, len(p.ents)
+	if lo < hi && p.ents[lo].pos == pos {
+		return lo
+	}
+	for lo < hi { // first index with ents[i].pos >= pos
+		m := int(uint(lo+hi) >> 1)
+		if p.ents[m].pos < pos {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(p.ents) && p.ents[lo].pos == pos {
+		return lo
 	}
 	return -1
 }

@@ -95,15 +95,17 @@ func (l *Limiter) Reserve(n *Node, candidates []Candidate, req *Request) bool {
 		if p.node != n || p.stamp == l.stamp || !l.allowed(p, c.Pos) {
 			continue
 		}
-		switch i := p.find(c.Pos); {
-		case c.Pos >= p.nextPos:
+		if c.Pos >= p.nextPos {
 			p.addPos(c.Pos)
-		case i < 0:
-			panic(panicReleasedPos)
-		case p.ents[i].flying:
-			panic(panicFlyingPos)
-		default:
-			p.ents[i].flying = true
+		} else {
+			switch i := p.find(c.Pos); {
+			case i < 0:
+				panic(panicReleasedPos)
+			case p.ents[i].flying:
+				panic(panicFlyingPos)
+			default:
+				p.ents[i].flying = true
+			}
 		}
 		p.stamp = l.stamp
 		id := p.nextID
