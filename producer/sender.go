@@ -238,6 +238,9 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 			next = earliest(next, ps.backoffUntil)
 			continue
 		}
+		if len(ps.retry) > 0 && ps.retry[0].split && len(ps.inflight) == 0 && !s.needBump {
+			s.split(ps) // before any position is reserved for it
+		}
 		if len(ps.inflight) == 0 && len(ps.retry) == 0 && !ps.lastAck.IsZero() && now.Sub(ps.lastAck) > idleRearm {
 			// The broker may have expired our state meanwhile (KIP-854):
 			// the next batch goes alone until it is acknowledged.
@@ -407,9 +410,6 @@ func (s *sender) takeBatch(ps *partitionState) *batch {
 	var b *batch
 	if i := s.retryIndex(ps); i >= 0 {
 		b = ps.retry[i]
-		if b.split && i == 0 && len(ps.inflight) == 0 {
-			b = s.split(ps)
-		}
 		ps.retry = append(ps.retry[:i], ps.retry[i+1:]...)
 		ps.retried.Add(1)
 		s.stats.batchesRetried.Add(1)

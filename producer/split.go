@@ -9,14 +9,14 @@ import (
 // split replaces ps.retry[0], a batch the broker refused as too large
 // (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE), with two halves that carry
 // the same sequence range, so the broker sees no gap and no epoch bump is
-// needed; it returns the first half, now ps.retry[0]. A half that is still
+// needed. A half that is still
 // too large is split again when it comes back; a single record that is too
 // large fails alone (judge).
 //
 // ps has nothing in flight. The halves and every batch waiting behind them
 // get fresh ords: ords are window positions, and the broker will retain one
 // batch more than before for the same records.
-func (s *sender) split(ps *partitionState) *batch {
+func (s *sender) split(ps *partitionState) {
 	b := ps.retry[0]
 	info, recs, err := protocol.ParseRecordBatch(b.bytes, int(b.memory)+protocol.RecordBatchOverhead)
 	if err != nil || len(recs) != len(b.records) || len(recs) < 2 {
@@ -24,7 +24,7 @@ func (s *sender) split(ps *partitionState) *batch {
 		// is a bug, and the records are at least reported.
 		b.split = false
 		s.p.log.Error("splitting a batch we built failed; sending it whole", "err", err)
-		return b
+		return
 	}
 	half := len(recs) / 2
 	b1 := s.splitPart(ps, b, recs[:half], b.records[:half], info, b.seq)
@@ -35,7 +35,11 @@ func (s *sender) split(ps *partitionState) *batch {
 	ps.retry = append(ps.retry, nil)
 	copy(ps.retry[2:], ps.retry[1:])
 	ps.retry[1] = b2
+	s.p.lim.Abandon(ps.lim, b.ord)
 	for _, x := range ps.retry {
+		if x != b1 && x != b2 {
+			s.p.lim.Abandon(ps.lim, x.ord) // its position moves to the end
+		}
 		x.ord = ps.nextOrd
 		ps.nextOrd++
 	}
@@ -52,7 +56,6 @@ func (s *sender) split(ps *partitionState) *batch {
 		"seq", b.seq, "records", len(recs), "err", b.lastErr)
 	// b's memory now belongs to the halves; b itself is dropped (not
 	// recycled: its records slice is shared with them).
-	return b1
 }
 
 func (s *sender) splitPart(ps *partitionState, b *batch, recs []protocol.Record, prs []pendingRecord, info protocol.BatchInfo, seq int32) *batch {
