@@ -36,4 +36,5 @@ const (
 	panicFixedWindow    = "inflight: fixed window n < 0"
 	panicReleasedPos    = "inflight: Reserve of a position already acknowledged or abandoned"
 	panicFlyingPos      = "inflight: Reserve of a position already in flight"
+	panicNodeCap        = "inflight: SetNodeWindowCap n < 0"
 )

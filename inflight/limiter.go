@@ -49,9 +49,10 @@ type Node struct {
 	l  *Limiter
 
 	// Limiter.mu guards the following.
-	conn  uint64 // connection generation, bumped by NewConnection
-	reqs  int    // requests in flight on the current connection
-	stale int    // requests in flight on earlier connections
+	conn      uint64 // connection generation, bumped by NewConnection
+	reqs      int    // requests in flight on the current connection
+	stale     int    // requests in flight on earlier connections
+	windowCap int    // SetNodeWindowCap; 0 = none
 }
 
 // ID returns the broker node id.
@@ -287,10 +288,30 @@ func (l *Limiter) limit(p *Partition) int {
 	if l.fixed > 0 {
 		return l.fixed
 	}
-	if l.maxWindow > 0 && p.window > l.maxWindow {
-		return l.maxWindow
+	w := p.window
+	if l.maxWindow > 0 && w > l.maxWindow {
+		w = l.maxWindow
 	}
-	return p.window
+	if p.node != nil && p.node.windowCap > 0 && w > p.node.windowCap {
+		w = p.node.windowCap
+	}
+	return w
+}
+
+// SetNodeWindowCap caps the limit of every partition led by node id at n
+// batches, whatever brokers announce; n == 0 removes the cap and n < 0
+// panics. It is for brokers that retain fewer batches than the default:
+// Kafka 0.11 (Produce v3) keeps only the last batch per producer, so an
+// idempotent producer may have one batch in flight per partition there.
+// Set it with each new connection, from the version that connection
+// negotiated.
+func (l *Limiter) SetNodeWindowCap(id int32, n int) {
+	if n < 0 {
+		panic(panicNodeCap)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.nodeLocked(id).windowCap = n
 }
 
 // allowed reports whether p may send its batch at position pos now, ignoring

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/longhaul-kafka/longhaul/internal/testhooks"
 )
 
@@ -305,4 +307,29 @@ func TestMisusePanics(t *testing.T) {
 			c.do(h)
 		})
 	}
+}
+
+// TestNodeWindowCap: a Kafka 0.11 broker (Produce v3) retains one batch per
+// producer and partition, so partitions it leads get a limit of 1 even
+// after learning a larger window, and the cap goes with the node.
+func TestNodeWindowCap(t *testing.T) {
+	l, err := New(Config{MaxRequestsPerConn: 10})
+	require.NoError(t, err)
+	p := l.Partition("t", 0)
+	l.SetLeader(p, 1, 0)
+	l.SetNodeWindowCap(1, 1)
+	require.Equal(t, 1, l.Limit(p))
+	n := l.Node(1)
+	var r1, r2 Request
+	require.True(t, l.Reserve(n, []Candidate{{Partition: p, Pos: 0}}, &r1))
+	l.Complete(r1.Tickets[0], Outcome{Acked: true, Window: 20, WindowPresent: true})
+	l.Finish(&r1)
+	require.Equal(t, 1, l.Limit(p), "a learned window never lifts the node's cap")
+	require.True(t, l.Reserve(n, []Candidate{{Partition: p, Pos: 1}}, &r1))
+	require.False(t, l.Reserve(n, []Candidate{{Partition: p, Pos: 2}}, &r2), "one batch in flight at most")
+	l.Complete(r1.Tickets[0], Outcome{Acked: true, Window: 20, WindowPresent: true})
+	l.Finish(&r1)
+	l.SetNodeWindowCap(1, 0)
+	require.Equal(t, 20, l.Limit(p), "without the cap the learned window applies")
+	require.PanicsWithValue(t, panicNodeCap, func() { l.SetNodeWindowCap(1, -1) })
 }

@@ -84,6 +84,14 @@ func (s *sender) dialed(n *nodeState, c *protocol.Conn, err error) {
 	// A new connection may reach a broker that lost our state: every
 	// partition it leads starts again at 5 with the first-batch gate.
 	s.p.lim.NewConnection(n.id)
+	// Kafka 0.11 (Produce v3) retains only the last batch per producer:
+	// one batch in flight per partition there. Produce v4 (Kafka 1.0) and
+	// later retain 5.
+	windowCap := 0
+	if v, ok := c.Version(0); ok && v < 4 {
+		windowCap = 1
+	}
+	s.p.lim.SetNodeWindowCap(n.id, windowCap)
 }
 
 // connFailed drops n's connection after an error on c. A request timeout
