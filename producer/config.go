@@ -37,6 +37,7 @@ type config struct {
 	ignoreKeys         bool
 	adaptive           bool
 	windowCap          int
+	idleRearm          time.Duration
 	securityProtocol   string
 	saslMechanism      string
 	saslUser, saslPass string
@@ -142,6 +143,8 @@ var properties = append([]property{
 	}},
 	{"longhaul.max.window", "0", "cap on batches in flight per partition below the broker's window; 0 = the broker's window",
 		intSetter(0, math.MaxInt32, func(c *config, n int) { c.windowCap = n })},
+	{"longhaul.idle.rearm.ms", "300000", "after this long without an acknowledgement a partition sends one batch alone again (the broker may have expired our state); keep it below the brokers' producer.id.expiration.ms; 0 = never",
+		durationSetter(0, func(c *config, d time.Duration) { c.idleRearm = d })},
 }, securityProperties...)
 
 func intSetter(lo, hi int, store func(*config, int)) func(*config, string) error {

@@ -181,6 +181,7 @@ var typedOptions = map[string]any{
 	"compression.type":                      producer.Compression,
 	"metadata.max.age.ms":                   producer.MetadataMaxAge,
 	"longhaul.max.window":                   producer.MaxWindow,
+	"longhaul.idle.rearm.ms":                producer.IdleRearm,
 }
 
 // propertyOnly are properties without a typed option, with what to say in

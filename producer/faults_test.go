@@ -100,18 +100,19 @@ func TestNegativeControlWindowCheckOff(t *testing.T) {
 }
 
 // idleExpiryScenario learns window 20, lets the partition sit idle past
-// idleRearm, expires the producer id at the broker (KIP-854) and makes the
+// longhaul.idle.rearm.ms (1 s here), expires the producer id at the broker (KIP-854) and makes the
 // first batch after the pause fail with a retriable error without being
 // appended, while 80 records (~20 batches) are produced at once.
 func idleExpiryScenario(t *testing.T, opts ...Opt) (*tracker, *broker.Cluster) {
 	c := startCluster(t, broker.Config{RTT: 20 * time.Millisecond,
 		Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
-	base := []Opt{MaxInFlightRequestsPerConnection(50), BatchSize(512), Linger(0)}
+	const rearm = time.Second
+	base := []Opt{MaxInFlightRequestsPerConnection(50), BatchSize(512), Linger(0), IdleRearm(rearm)}
 	p := newTestProducer(t, c, append(base, opts...)...)
 	tr := newTracker(t, "a")
 	tr.produce(p, "t", 0, 0, 200, 100) // learn window 20
 	tr.wait()
-	time.Sleep(idleRearm + 200*time.Millisecond)
+	time.Sleep(rearm + 200*time.Millisecond)
 	c.ExpireProducerIDs()
 	c.InjectError("t", 0, kerr.NotEnoughReplicas.Code, 1)
 	tr.produce(p, "t", 0, 200, 80, 100)
@@ -119,7 +120,8 @@ func idleExpiryScenario(t *testing.T, opts ...Opt) (*tracker, *broker.Cluster) {
 	return tr, c
 }
 
-// TestIdlePartitionReArmsGate: after a partition sat idle past idleRearm,
+// TestIdlePartitionReArmsGate: after a partition sat idle past
+// longhaul.idle.rearm.ms,
 // the broker may have expired our state (KIP-854), so the next batch goes
 // alone. Then a refused first batch is simply retried: nothing fails and
 // nothing is reordered. TestExpiredStateThenRetriableErrorKeepsOrder is

@@ -91,6 +91,15 @@ func MetadataMaxAge(d time.Duration) Opt { return propOpt{"metadata.max.age.ms",
 // makes the producer behave like clients without KIP-1269.
 func MaxWindow(n int) Opt { return propOpt{"longhaul.max.window", strconv.Itoa(n)} }
 
+// IdleRearm sets longhaul.idle.rearm.ms: after d without an
+// acknowledgement, a partition's next batch goes alone until acknowledged,
+// in case the broker expired the producer's state meanwhile (KIP-854,
+// producer.id.expiration.ms, default 24 hours). Default 5 minutes; 0 turns
+// the idle re-arm off. With it off or too long, a broker that lost the
+// state makes the producer fail batches with [ErrOrderLost] rather than
+// reorder them.
+func IdleRearm(d time.Duration) Opt { return propOpt{"longhaul.idle.rearm.ms", ms(d)} }
+
 // Property sets one Kafka property by name, as NewFromProperties does.
 func Property(name, value string) Opt { return propOpt{name, value} }
 

@@ -12,13 +12,6 @@ import (
 	"github.com/longhaul-kafka/longhaul/protocol"
 )
 
-// idleRearm is how long a partition may go without an acknowledgement
-// before its next batch goes alone again. A broker expires a producer's
-// state after producer.id.expiration.ms without writes (KIP-854, default a
-// day), invisibly to us; with no state it would accept a later batch first.
-// One round trip alone after a pause is cheap insurance.
-const idleRearm = time.Second
-
 // sender is the one goroutine that talks to brokers. Everything in it is
 // owned by that goroutine; other goroutines reach it through Producer.post.
 type sender struct {
@@ -207,7 +200,10 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 				p.sealLocked(ps)
 			case now.Before(deadline):
 				next = earliest(next, deadline)
-			case len(ps.sealed) == 0 && s.canSendNow(ps):
+			case s.canSendNow(ps) && s.room(ps) > len(ps.sealed):
+				// Every sealed batch goes out in this pass with room to
+				// spare: the lingered tail goes with them, rather than
+				// wait for their acks to wake the sender.
 				p.sealLocked(ps)
 			}
 			// A lingered batch of a partition that cannot send now keeps
@@ -241,9 +237,13 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 		if len(ps.retry) > 0 && ps.retry[0].split && len(ps.inflight) == 0 && !s.needBump {
 			s.split(ps) // before any position is reserved for it
 		}
-		if len(ps.inflight) == 0 && len(ps.retry) == 0 && !ps.lastAck.IsZero() && now.Sub(ps.lastAck) > idleRearm {
-			// The broker may have expired our state meanwhile (KIP-854):
-			// the next batch goes alone until it is acknowledged.
+		if rearm := s.cfg.idleRearm; rearm > 0 && len(ps.inflight) == 0 && len(ps.retry) == 0 &&
+			!ps.lastAck.IsZero() && now.Sub(ps.lastAck) > rearm {
+			// The broker may have expired our state meanwhile (KIP-854,
+			// invisible to clients): the next batch goes alone until it
+			// is acknowledged. The default, minutes, is far below Kafka's
+			// producer.id.expiration.ms (a day) and costs one round trip
+			// per burst after a pause that long.
 			s.p.lim.Reset(ps.lim)
 			ps.lastAck = time.Time{}
 		}
@@ -255,6 +255,15 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 		if n == nil || n.addr == "" {
 			s.metaWanted.Store(true)
 			continue
+		}
+		if n.conn != nil {
+			select {
+			case <-n.conn.Done():
+				// The broker closed it while idle (connections.max.idle.ms):
+				// dial now rather than fail a write and back off.
+				s.connFailed(n, n.conn, n.conn.Err())
+			default:
+			}
 		}
 		if n.conn == nil {
 			next = earliest(next, s.dial(n, now))
@@ -362,6 +371,16 @@ func (s *sender) retryIndex(ps *partitionState) int {
 // included.
 func (s *sender) canSendNow(ps *partitionState) bool {
 	return ps.leader >= 0 && len(ps.retry) == 0 && !s.needBump && s.p.lim.MayReserve(ps.lim, ps.nextOrd)
+}
+
+// room is how many more batches of ps the limiter would admit now: 1 while
+// the first-batch gate is armed, else the window less what is in flight.
+func (s *sender) room(ps *partitionState) int {
+	limit := s.p.lim.Limit(ps.lim)
+	if s.p.lim.Gated(ps.lim) {
+		limit = 1
+	}
+	return limit - s.p.lim.InFlight(ps.lim)
 }
 
 // withinWindow reports whether a new batch of ps would stay within the

@@ -193,7 +193,7 @@ func (s *scheduler) expire(ctx context.Context) {
 		}
 	}
 	// Expire only after every partition sat idle longer than the
-	// producer's idle re-arm (1 s): real brokers expire a producer id only
+	// producers' idle re-arm (1 s): real brokers expire a producer id only
 	// after producer.id.expiration.ms without writes, so the producer's
 	// first batch after the pause goes alone and cannot be overtaken.
 	time.Sleep(max(s.grace, expireIdle))

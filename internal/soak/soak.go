@@ -161,6 +161,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			producer.MaxInFlightRequestsPerConnection(256),
 			producer.BatchSize(1024),
 			producer.Linger(2*time.Millisecond),
+			producer.IdleRearm(time.Second), // expireIdle waits longer than this
 			producer.BufferMemory(cfg.BufferMemory),
 			producer.MaxRequestSize(int(min(cfg.BufferMemory, 1<<20))),
 			producer.RequestTimeout(cfg.RequestTimeout),
