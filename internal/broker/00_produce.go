@@ -28,8 +28,11 @@ import (
 //   producerState; duplicates answer the original base offset.
 // * A partition led by another node answers NOT_LEADER_OR_FOLLOWER, with
 //   the KIP-951 CurrentLeader and the leader's endpoint at v10+.
-// * Fault hooks: InjectError answers a partition before anything else;
-//   DropProduceResponses drops the whole response after the appends.
+// * Fault hooks: InjectError and Refuse answers of ScriptAnswers answer a
+//   partition before anything else; InjectErrorAfterAppend and
+//   AppendThenFail answers replace the success of an appended (or
+//   duplicate) batch by an error code; DropProduceResponses drops the
+//   whole response after the appends.
 //
 // Simplifications: no transactions (transactional batches are
 // INVALID_TXN_STATE), no replication, LogAppendTime batches keep the
@@ -141,12 +144,24 @@ func (c *Cluster) producePartition(r *request, p *partition, records []byte, sp 
 	}
 	if len(p.injected) > 0 {
 		inj := &p.injected[0]
-		code := inj.code
+		code, mode := inj.code, inj.mode
 		if inj.n--; inj.n <= 0 {
 			p.injected = p.injected[1:]
 		}
-		fail(code, "injected")
-		return
+		switch mode {
+		case Refuse:
+			fail(code, "injected")
+			return
+		case AppendThenFail:
+			// Whatever the normal path below decides; only a batch it
+			// wrote (or had written) is then answered with code.
+			defer func() {
+				if sp.ErrorCode == 0 {
+					sp.BaseOffset = -1
+					fail(code, "injected after append")
+				}
+			}()
+		}
 	}
 	if p.leader != r.n.id {
 		fail(kerr.NotLeaderForPartition.Code, "")

@@ -18,6 +18,9 @@ import (
 //   ask to create them (one partition, default window). Unknown ids are
 //   UNKNOWN_TOPIC_ID.
 //
+// * Fault hook: RewriteMetadata rewrites every response just before it is
+//   sent.
+//
 // Simplifications: replicas and ISR are the leader alone, no racks, no
 // authorized operations, the controller is node 0.
 
@@ -70,6 +73,7 @@ func handleMetadata(c *Cluster, r *request) (kmsg.Response, error) {
 		for _, name := range names {
 			addTopic(c.topics[name])
 		}
+		c.rewriteMetadata(resp)
 		return resp, nil
 	}
 	autoCreate := c.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
@@ -98,5 +102,13 @@ func handleMetadata(c *Cluster, r *request) (kmsg.Response, error) {
 			addTopic(t)
 		}
 	}
+	c.rewriteMetadata(resp)
 	return resp, nil
+}
+
+// rewriteMetadata applies the RewriteMetadata hook, if any. c.mu is held.
+func (c *Cluster) rewriteMetadata(resp *kmsg.MetadataResponse) {
+	if c.metaRewrite != nil {
+		c.metaRewrite(resp)
+	}
 }

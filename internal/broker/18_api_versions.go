@@ -13,6 +13,8 @@ import (
 // * Lists every registered key with its version range. Produce is offered
 //   up to v14 (KIP-1269), or up to v13 on an old-mode node, decided when
 //   the request is handled: SetOld affects the next ApiVersions.
+// * A Kafka 2.4 node (SetKafka24) offers InitProducerId up to v2 and
+//   Produce up to v8.
 // * A version above 4 is answered with a v0 response carrying
 //   UNSUPPORTED_VERSION and our ApiVersions range (KIP-511), as Kafka does.
 //
@@ -40,12 +42,30 @@ func handleApiVersions(c *Cluster, r *request) (kmsg.Response, error) {
 		spec := apis[k]
 		ak := kmsg.NewApiVersionsResponseApiKey()
 		ak.ApiKey, ak.MinVersion, ak.MaxVersion = k, spec.min, spec.max
-		if k == 0 && r.n.old {
-			ak.MaxVersion = oldProduceMaxVersion
-		}
+		ak.MaxVersion = r.n.maxVersion(k, spec.max)
 		resp.ApiKeys = append(resp.ApiKeys, ak)
 	}
 	return resp, nil
+}
+
+// Kafka 2.4's highest versions of the keys a producer uses (SetKafka24).
+const (
+	kafka24ProduceMaxVersion = 8
+	kafka24InitPIDMaxVersion = 2
+)
+
+// maxVersion is the highest version of key n serves, max being the
+// registered one. c.mu must be held.
+func (n *node) maxVersion(key, max int16) int16 {
+	switch {
+	case key == 0 && n.kafka24:
+		return min(max, kafka24ProduceMaxVersion)
+	case key == 22 && n.kafka24:
+		return min(max, kafka24InitPIDMaxVersion)
+	case key == 0 && n.old:
+		return min(max, oldProduceMaxVersion)
+	}
+	return max
 }
 
 // apiVersionsUnsupported is the v0 answer to an ApiVersions request of a

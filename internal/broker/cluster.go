@@ -7,6 +7,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Cluster is a running embedded Kafka cluster. Create it with [Start] and
@@ -28,8 +30,9 @@ type Cluster struct {
 	defaultWindow int
 	expiration    time.Duration
 	nextPID       int64
-	pidEpochs     map[int64]int16 // producer id -> latest epoch handed out
-	dataCh        chan struct{}   // closed and replaced on every append
+	pidEpochs     map[int64]int16              // producer id -> latest epoch handed out
+	dataCh        chan struct{}                // closed and replaced on every append
+	metaRewrite   func(*kmsg.MetadataResponse) // RewriteMetadata
 }
 
 // node is one broker node: a listener and its connections.
@@ -42,6 +45,7 @@ type node struct {
 	ln          net.Listener
 	conns       map[*conn]struct{}
 	old         bool
+	kafka24     bool // SetKafka24: InitProducerId <= v2, Produce <= v8
 	rtt         time.Duration
 	bw          int64
 	stallUntil  time.Time
@@ -76,7 +80,7 @@ func Start(cfg Config) (*Cluster, error) {
 		if i == 0 {
 			addr = cfg.Addr
 		}
-		ln, err := net.Listen("tcp", addr)
+		ln, err := cfg.Listen("tcp", addr)
 		if err != nil {
 			c.Close()
 			return nil, fmt.Errorf("broker: node %d: listen %s: %w", i, addr, err)
@@ -86,6 +90,9 @@ func Start(cfg Config) (*Cluster, error) {
 	}
 	for _, id := range cfg.OldNodes {
 		c.nodes[id].old = true
+	}
+	for _, id := range cfg.Kafka24Nodes {
+		c.nodes[id].kafka24 = true
 	}
 	c.mu.Lock()
 	for _, tc := range cfg.Topics {

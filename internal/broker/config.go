@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"time"
 )
@@ -65,6 +66,15 @@ type Config struct {
 	// Produce up to v13 only, they never send ProducerStateBatchesToRetain,
 	// and they retain 5 batches whatever the topic says.
 	OldNodes []int32
+	// Kafka24Nodes are node ids in Kafka 2.4 mode (see
+	// [Cluster.SetKafka24]): InitProducerId up to v2, Produce up to v8,
+	// 5 batches retained.
+	Kafka24Nodes []int32
+	// Listen opens each node's listener, with the signature of
+	// net.Listen; nil uses net.Listen. A test passes an in-memory
+	// network's Listen (internal/memnet) to run the cluster inside a
+	// testing/synctest bubble; addresses are then that network's.
+	Listen func(network, addr string) (net.Listener, error)
 	// RTT is the emulated round trip of every node: each response is
 	// written RTT after its request was read. 0 = none.
 	RTT time.Duration
@@ -121,6 +131,14 @@ func (cfg Config) withDefaults() (Config, error) {
 		if n < 0 || int(n) >= cfg.Nodes {
 			return cfg, &ConfigError{"OldNodes", strconv.Itoa(int(n)), fmt.Sprintf("node ids are 0..%d", cfg.Nodes-1)}
 		}
+	}
+	for _, n := range cfg.Kafka24Nodes {
+		if n < 0 || int(n) >= cfg.Nodes {
+			return cfg, &ConfigError{"Kafka24Nodes", strconv.Itoa(int(n)), fmt.Sprintf("node ids are 0..%d", cfg.Nodes-1)}
+		}
+	}
+	if cfg.Listen == nil {
+		cfg.Listen = net.Listen
 	}
 	if cfg.RTT < 0 {
 		return cfg, &ConfigError{"RTT", cfg.RTT.String(), "must be >= 0"}

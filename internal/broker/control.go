@@ -78,7 +78,7 @@ func (c *Cluster) RestartNode(node int32) error {
 		cc.close()
 	}
 
-	nl, err := listenRetry(n.addr)
+	nl, err := c.listenRetry(n.addr)
 	if err != nil {
 		return fmt.Errorf("broker: restart node %d: %w", node, err)
 	}
@@ -94,11 +94,11 @@ func (c *Cluster) RestartNode(node int32) error {
 }
 
 // listenRetry listens on addr, retrying briefly: the port was just freed.
-func listenRetry(addr string) (net.Listener, error) {
+func (c *Cluster) listenRetry(addr string) (net.Listener, error) {
 	var err error
 	for range 50 {
 		var ln net.Listener
-		if ln, err = net.Listen("tcp", addr); err == nil {
+		if ln, err = c.cfg.Listen("tcp", addr); err == nil {
 			return ln, nil
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -188,6 +188,21 @@ func (c *Cluster) SetOld(node int32, old bool) {
 	defer c.mu.Unlock()
 	if n, err := c.node(node); err == nil {
 		n.old = old
+	}
+}
+
+// SetKafka24 switches a node into or out of Kafka 2.4 mode: its
+// ApiVersions offers InitProducerId up to v2 (no KIP-360 bump of an
+// existing producer id, so a client must ask for a new id) and Produce up to
+// v8, and it retains 5 batches like an old-mode node. A request above those
+// versions closes the connection, as Kafka does. The ApiVersions change
+// applies to connections made from now on in practice; the window at
+// once. Unknown nodes are ignored.
+func (c *Cluster) SetKafka24(node int32, on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n, err := c.node(node); err == nil {
+		n.kafka24 = on
 	}
 }
 

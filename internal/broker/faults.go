@@ -1,6 +1,10 @@
 package broker
 
-import "time"
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
 
 // Fault hooks. Each is node-scoped or partition-scoped; counts mean "the
 // next n", added to any count still pending. Unknown nodes or partitions
@@ -38,8 +42,62 @@ func (c *Cluster) CloseAfterRequests(node int32, n int) {
 // InjectError makes the next n produce responses for the partition answer
 // code, without appending (checked before leadership and validation, on
 // whichever node is asked). A code of 0 answers success without appending,
-// which is rarely what a test wants.
+// which is rarely what a test wants. n <= 0 clears every injected and
+// scripted answer of the partition.
 func (c *Cluster) InjectError(topic string, partition int32, code int16, n int) {
+	c.inject(topic, partition, n, Answer{Code: code, Mode: Refuse})
+}
+
+// InjectErrorAfterAppend makes the next n produce requests for the
+// partition be handled normally (leadership, validation, dedup, append)
+// and then, if the batch was appended or recognised as a duplicate, answer
+// code instead of success, with base offset -1. It models Kafka appending
+// an acks=all batch and then answering NOT_LEADER_OR_FOLLOWER (leadership
+// lost while waiting for the ISR), REQUEST_TIMED_OUT or
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND: the batch is in the log, the client is
+// told it failed. A batch the normal path rejects keeps its own answer.
+// n <= 0 clears every injected and scripted answer of the partition.
+func (c *Cluster) InjectErrorAfterAppend(topic string, partition int32, code int16, n int) {
+	c.inject(topic, partition, n, Answer{Code: code, Mode: AppendThenFail})
+}
+
+// AnswerMode says what a scripted [Answer] does with the batch.
+type AnswerMode uint8
+
+const (
+	// Refuse answers Code without appending, before leadership and
+	// validation are checked (what [Cluster.InjectError] does).
+	Refuse AnswerMode = iota
+	// AppendThenFail handles the batch normally and, if it was appended or
+	// is a duplicate, answers Code instead of success (what
+	// [Cluster.InjectErrorAfterAppend] does).
+	AppendThenFail
+	// Normal handles the batch normally; Code is ignored. It is the
+	// "ok" slot of a script.
+	Normal
+)
+
+// Answer is one scripted answer to one produce batch of a partition.
+type Answer struct {
+	Code int16
+	Mode AnswerMode
+}
+
+// ScriptAnswers queues one answer per batch for the partition's next
+// produce requests, in order, after any answers still pending: the first
+// batch that reaches the partition gets answers[0], the next answers[1],
+// and so on; later batches are handled normally. A burst such as
+// REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS, ok is
+// ScriptAnswers(t, p, Answer{Code: 7}, Answer{Code: 19}, Answer{Mode: Normal}).
+// Answers apply on whichever node is asked. An unknown partition is
+// ignored.
+func (c *Cluster) ScriptAnswers(topic string, partition int32, answers ...Answer) {
+	for _, a := range answers {
+		c.inject(topic, partition, 1, a)
+	}
+}
+
+func (c *Cluster) inject(topic string, partition int32, n int, a Answer) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.partition(topic, partition)
@@ -50,7 +108,35 @@ func (c *Cluster) InjectError(topic string, partition int32, code int16, n int) 
 		p.injected = nil
 		return
 	}
-	p.injected = append(p.injected, injectedErr{code: code, n: n})
+	p.injected = append(p.injected, injectedErr{code: a.Code, mode: a.Mode, n: n})
+}
+
+// PendingAnswers returns how many injected or scripted answers the
+// partition has not used yet (0 for an unknown partition).
+func (c *Cluster) PendingAnswers(topic string, partition int32) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.partition(topic, partition)
+	if p == nil {
+		return 0
+	}
+	n := 0
+	for _, inj := range p.injected {
+		n += inj.n
+	}
+	return n
+}
+
+// RewriteMetadata installs fn to rewrite every Metadata response of every
+// node just before it is sent, so a test can send structurally valid but
+// semantically bad metadata (partition -1, duplicate partition ids, a
+// shrinking partition count, a leader missing from the broker list, a
+// negative leader epoch). fn runs with the cluster lock held: it must not
+// call Cluster methods and must not block. nil removes the hook.
+func (c *Cluster) RewriteMetadata(fn func(*kmsg.MetadataResponse)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.metaRewrite = fn
 }
 
 // Stall makes node stop answering anything for d from now: requests read

@@ -75,6 +75,12 @@ func (cc *conn) handle(frame []byte, readAt time.Time) (*pending, error) {
 	r.p = &pending{corr: hdr.CorrelationID}
 
 	c.mu.Lock()
+	// A Kafka 2.4 node refuses versions it does not offer; an old-mode
+	// node still reads Produce v14 and answers UNSUPPORTED_VERSION.
+	nodeMax := spec.max
+	if cc.n.kafka24 {
+		nodeMax = cc.n.maxVersion(hdr.Key, spec.max)
+	}
 	r.p.due = cc.n.paceIn(len(frame)+4, readAt).Add(cc.n.rtt)
 	if cc.n.closeAfter > 0 {
 		cc.n.closeAfter--
@@ -89,8 +95,8 @@ func (cc *conn) handle(frame []byte, readAt time.Time) (*pending, error) {
 		r.p.resp = apiVersionsUnsupported()
 		return r.p, nil
 	}
-	if hdr.Version < spec.min || hdr.Version > spec.max {
-		return nil, fmt.Errorf("%w: api key %d version %d outside %d..%d", errConnClose, hdr.Key, hdr.Version, spec.min, spec.max)
+	if hdr.Version < spec.min || hdr.Version > nodeMax && !isAV {
+		return nil, fmt.Errorf("%w: api key %d version %d outside %d..%d", errConnClose, hdr.Key, hdr.Version, spec.min, nodeMax)
 	}
 
 	for {

@@ -49,9 +49,11 @@ type storedBatch struct {
 	raw        []byte
 }
 
-// injectedErr answers the next n produce partition responses with code.
+// injectedErr answers the next n produce partition responses with code,
+// as mode says (see Answer).
 type injectedErr struct {
 	code int16
+	mode AnswerMode
 	n    int
 }
 
@@ -96,7 +98,7 @@ func (c *Cluster) windowOf(t *topic) int {
 // effectiveWindow is the window p's leader applies: 5 on an old-mode node,
 // the topic window otherwise. c.mu must be held.
 func (c *Cluster) effectiveWindow(p *partition) int {
-	if c.nodes[p.leader].old {
+	if n := c.nodes[p.leader]; n.old || n.kafka24 {
 		return DefaultWindow
 	}
 	return c.windowOf(p.t)
