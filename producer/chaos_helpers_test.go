@@ -1,0 +1,280 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-kafka/longhaul/internal/broker"
+	"github.com/longhaul-kafka/longhaul/internal/memnet"
+)
+
+// Helpers for tests on virtual time (testing/synctest): the embedded broker
+// on an in-memory network, producers dialing it, a ledger of every record's
+// outcome, and checkOutcome, the one checker of the producer's promise.
+
+// memCluster starts an embedded broker on its own in-memory network. Call
+// it inside a synctest bubble; the cluster closes at cleanup (after the
+// producers, which are registered later).
+func memCluster(t testing.TB, cfg broker.Config) (*broker.Cluster, *memnet.Network) {
+	t.Helper()
+	n := memnet.New()
+	cfg.Listen = n.Listen
+	c, err := broker.Start(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c, n
+}
+
+// memProducer returns a producer dialing the in-memory network, with short
+// timeouts suited to virtual time, closed at cleanup.
+func memProducer(t testing.TB, c *broker.Cluster, n *memnet.Network, opts ...Opt) *Producer {
+	t.Helper()
+	base := []Opt{
+		BootstrapServers(c.Addr()),
+		Dialer(n.Dial),
+		Linger(time.Millisecond),
+		RetryBackoff(5 * time.Millisecond),
+		RetryBackoffMax(50 * time.Millisecond),
+		RequestTimeout(time.Second),
+		DeliveryTimeout(6 * time.Second),
+		MaxInFlightRequestsPerConnection(50),
+		BatchSize(512),
+	}
+	p, err := New(append(base, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		p.Close(ctx)
+	})
+	return p
+}
+
+// memoryReleased reports whether every byte of buffer.memory is free
+// again (call after Close, or once every callback ran).
+func memoryReleased(p *Producer) bool {
+	if !p.mem.TryAcquire(p.cfg.bufferMemory) {
+		return false
+	}
+	p.mem.Release(p.cfg.bufferMemory)
+	return true
+}
+
+// recKey names one record: its producer's name, partition and sequence
+// within that producer and partition (encoded in the value, see value()).
+type recKey struct {
+	prod string
+	part int32
+	seq  int
+}
+
+func (k recKey) String() string { return fmt.Sprintf("%s/%d/%d", k.prod, k.part, k.seq) }
+
+// recResult is what the callbacks said about one record.
+type recResult struct {
+	calls    int
+	err      error
+	produced time.Time
+	done     time.Time
+}
+
+// ledger produces numbered records for one producer and keeps every
+// callback's outcome and the callback order per partition.
+type ledger struct {
+	name  string
+	topic string
+	mu    sync.Mutex
+	res   map[recKey]*recResult
+	order map[int32][]int // partition -> sequences in callback order
+	next  map[int32]int
+	wg    sync.WaitGroup
+}
+
+func newLedger(name, topic string) *ledger {
+	return &ledger{name: name, topic: topic, res: map[recKey]*recResult{}, order: map[int32][]int{}, next: map[int32]int{}}
+}
+
+// produce sends n records of size bytes to part, numbered on from the last.
+func (l *ledger) produce(p *Producer, part int32, n, size int) {
+	for range n {
+		l.mu.Lock()
+		seq := l.next[part]
+		l.next[part]++
+		k := recKey{l.name, part, seq}
+		rr := &recResult{produced: time.Now()}
+		l.res[k] = rr
+		l.mu.Unlock()
+		r := &Record{Topic: l.topic, Value: value(l.name, part, seq, size)}
+		r.SetPartition(part)
+		l.wg.Add(1)
+		p.Produce(context.Background(), r, func(_ *Record, err error) {
+			l.mu.Lock()
+			rr.calls++
+			rr.err = err
+			rr.done = time.Now()
+			l.order[part] = append(l.order[part], seq)
+			l.mu.Unlock()
+			if rr.calls == 1 {
+				l.wg.Done()
+			}
+		})
+	}
+}
+
+// waitAll waits (on the bubble's clock) up to d for every callback; it
+// reports whether they all ran.
+func (l *ledger) waitAll(d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { l.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// acked counts records of part called back without error.
+func (l *ledger) acked(part int32) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for k, r := range l.res {
+		if k.part == part && r.calls > 0 && r.err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// failures lists the records that failed, with their errors.
+func (l *ledger) failures() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for k, r := range l.res {
+		if r.err != nil {
+			out = append(out, fmt.Sprintf("%v: %v", k, r.err))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// logEntry is one record of ours found in a partition's log.
+type logEntry struct {
+	key    recKey
+	offset int64
+	pid    int64
+}
+
+// outcome is everything checkOutcome judges: what the callbacks said and
+// what the log holds. Tests build it with collectOutcome; negative
+// controls doctor it.
+type outcome struct {
+	results map[recKey]recResult
+	order   map[string][]int     // "producer/partition" -> sequences in callback order
+	logs    map[int32][]logEntry // partition -> our records in offset order
+}
+
+// collectOutcome reads the ledgers and the broker's log of their topic.
+func collectOutcome(c *broker.Cluster, topic string, partitions int32, ls ...*ledger) outcome {
+	o := outcome{results: map[recKey]recResult{}, order: map[string][]int{}, logs: map[int32][]logEntry{}}
+	names := map[string]bool{}
+	for _, l := range ls {
+		names[l.name] = true
+		l.mu.Lock()
+		for k, r := range l.res {
+			o.results[k] = *r
+		}
+		for part, seqs := range l.order {
+			o.order[fmt.Sprintf("%s/%d", l.name, part)] = append([]int(nil), seqs...)
+		}
+		l.mu.Unlock()
+	}
+	for part := range partitions {
+		for _, rec := range c.Records(topic, part) {
+			name, vp, seq, ok := parseValue(rec.Value)
+			if !ok || !names[name] || vp != part {
+				continue
+			}
+			o.logs[part] = append(o.logs[part], logEntry{key: recKey{name, part, seq}, offset: rec.Offset, pid: rec.ProducerID})
+		}
+	}
+	return o
+}
+
+// checkOutcome checks the producer's promise on one outcome and returns
+// every violation (none: the promise held):
+//   - every record got exactly one callback;
+//   - callbacks ran in produce order within each producer's partition;
+//   - every record acknowledged OK is in the log exactly once (lost, dup);
+//   - no record of ours is in the log twice, and each producer's records
+//     are in the log in produce order (reorder);
+//   - a failed record not marked FateUnknown, and any ErrOrderLost
+//     record, is not in the log.
+func checkOutcome(o outcome) []string {
+	var v []string
+	seen := map[recKey]int{}
+	for part, entries := range o.logs {
+		last := map[string]int{}
+		for _, e := range entries {
+			seen[e.key]++
+			if seen[e.key] == 2 {
+				v = append(v, fmt.Sprintf("dup: %v again at offset %d", e.key, e.offset))
+			}
+			if l, ok := last[e.key.prod]; ok && e.key.seq <= l && seen[e.key] == 1 {
+				v = append(v, fmt.Sprintf("reorder: %v at offset %d after seq %d (partition %d)", e.key, e.offset, l, part))
+			}
+			if l, ok := last[e.key.prod]; !ok || e.key.seq > l {
+				last[e.key.prod] = e.key.seq
+			}
+		}
+	}
+	keys := make([]recKey, 0, len(o.results))
+	for k := range o.results {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		return a.prod < b.prod || a.prod == b.prod && (a.part < b.part || a.part == b.part && a.seq < b.seq)
+	})
+	for _, k := range keys {
+		r := o.results[k]
+		switch {
+		case r.calls != 1:
+			v = append(v, fmt.Sprintf("callbacks: %v called back %d times", k, r.calls))
+		case r.err == nil && seen[k] == 0:
+			v = append(v, fmt.Sprintf("lost: %v acknowledged but not in the log", k))
+		case r.err != nil && errors.Is(r.err, ErrOrderLost) && seen[k] > 0:
+			v = append(v, fmt.Sprintf("cause: %v failed with ErrOrderLost but is in the log: %v", k, r.err))
+		case r.err != nil && !IsFateUnknown(r.err) && seen[k] > 0:
+			v = append(v, fmt.Sprintf("cause: %v failed as not written but is in the log: %v", k, r.err))
+		}
+	}
+	parts := make([]string, 0, len(o.order))
+	for pp := range o.order {
+		parts = append(parts, pp)
+	}
+	sort.Strings(parts)
+	for _, pp := range parts {
+		seqs := o.order[pp]
+		for i := 1; i < len(seqs); i++ {
+			if seqs[i] <= seqs[i-1] {
+				v = append(v, fmt.Sprintf("callback order: %s seq %d called back after seq %d", pp, seqs[i], seqs[i-1]))
+				break
+			}
+		}
+	}
+	return v
+}
+
+// firstN returns at most n elements of s, so a failure message stays short.
+func firstN(s []string, n int) []string { return s[:min(n, len(s))] }

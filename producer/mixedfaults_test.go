@@ -1,0 +1,301 @@
+package producer
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/longhaul-kafka/longhaul/internal/broker"
+)
+
+// Regression tests of issue 12 (producer safety under mixed faults), one
+// per failure, on virtual time against the embedded broker on an in-memory
+// network. Run them all with go test ./producer -run TestMixedFault.
+
+// warmUp produces 200 records to each partition and waits for them, so
+// the partitions learn the broker's window and open their gates.
+func warmUp(t *testing.T, p *Producer, l *ledger, parts ...int32) {
+	t.Helper()
+	for _, part := range parts {
+		l.produce(p, part, 200, 100)
+	}
+	require.True(t, l.waitAll(time.Minute), "warm-up callbacks")
+	require.Empty(t, l.failures(), "warm-up")
+}
+
+// requireClean fails on any violation checkOutcome finds.
+func requireClean(t *testing.T, c *broker.Cluster, topic string, partitions int32, ls ...*ledger) {
+	t.Helper()
+	v := checkOutcome(collectOutcome(c, topic, partitions, ls...))
+	require.Empty(t, v, "violations of the producer's promise")
+}
+
+// Issue 12, failure 1: after the broker expired our state (KIP-854), a
+// burst's first batch A gets REQUEST_TIMED_OUT (maybe written) and the
+// second C NOT_ENOUGH_REPLICAS (not written) while later batches are
+// acked. C must not be written after its successors.
+func TestMixedFaultExpiredStateTimeoutThenNotEnoughReplicasKeepsOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{RTT: 20 * time.Millisecond,
+			Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
+		p := memProducer(t, c, n, Linger(0))
+		l := newLedger("a", "t")
+		warmUp(t, p, l, 0)
+		require.Equal(t, 20, p.InFlightLimit("t", 0))
+		c.ExpireProducerIDs()
+		c.ScriptAnswers("t", 0,
+			broker.Answer{Code: kerr.RequestTimedOut.Code},
+			broker.Answer{Code: kerr.NotEnoughReplicas.Code})
+		l.produce(p, 0, 80, 100)
+		require.True(t, l.waitAll(time.Minute), "callbacks")
+		requireClean(t, c, "t", 1, l)
+	})
+}
+
+// Issue 12, failure 2: INVALID_RECORD, NOT_ENOUGH_REPLICAS and
+// REQUEST_TIMED_OUT on consecutive batches of partition 0 make the
+// producer bump its epoch after resolving the maybe-written batch. The
+// bump must happen promptly: partition 1's records must not wait for
+// delivery.timeout.ms (6 s here).
+func TestMixedFaultStalledBumpDoesNotBlockOtherPartitions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{RTT: 20 * time.Millisecond,
+			Topics: []broker.TopicConfig{{Name: "t", Partitions: 2, Window: 20}}})
+		p := memProducer(t, c, n, Linger(0))
+		l := newLedger("a", "t")
+		warmUp(t, p, l, 0, 1)
+		c.ScriptAnswers("t", 0,
+			broker.Answer{Code: kerr.InvalidRecord.Code},
+			broker.Answer{Code: kerr.NotEnoughReplicas.Code},
+			broker.Answer{Code: kerr.RequestTimedOut.Code})
+		l.produce(p, 0, 80, 100)
+		time.Sleep(100 * time.Millisecond) // the first answers are in
+		l1 := newLedger("b", "t")
+		start := time.Now()
+		l1.produce(p, 1, 10, 100)
+		require.True(t, l1.waitAll(time.Minute), "partition 1 callbacks")
+		took := time.Since(start)
+		require.Empty(t, l1.failures(), "partition 1 has no fault")
+		// One request timeout (1 s) resolves the in-doubt batch; the
+		// bump itself is one round trip.
+		require.Less(t, took, 3*time.Second, "partition 1 waited for partition 0's bump")
+		require.True(t, l.waitAll(time.Minute), "partition 0 callbacks")
+		requireClean(t, c, "t", 2, l, l1)
+	})
+}
+
+// Issue 12, failure 3: a Kafka 2.4 broker (InitProducerId <= v2, no
+// KIP-360) cannot bump an existing producer id. After MESSAGE_TOO_LARGE the
+// producer must take a new producer id and later records must succeed.
+func TestMixedFaultPreKIP360BrokerTakesNewProducerID(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{RTT: 20 * time.Millisecond, Kafka24Nodes: []int32{0},
+			Topics: []broker.TopicConfig{{Name: "t", Partitions: 2}}})
+		p := memProducer(t, c, n)
+		l := newLedger("a", "t")
+		warmUp(t, p, l, 0, 1)
+		pid := p.Stats().ProducerID
+		c.InjectError("t", 0, kerr.MessageTooLarge.Code, 1)
+		l.produce(p, 0, 4, 100)
+		require.True(t, l.waitAll(time.Minute))
+		require.NotEmpty(t, l.failures(), "the injected MESSAGE_TOO_LARGE fails a batch")
+		later := newLedger("b", "t")
+		later.produce(p, 0, 40, 100)
+		later.produce(p, 1, 40, 100)
+		require.True(t, later.waitAll(time.Minute))
+		require.Empty(t, firstN(later.failures(), 3), "records after the failure must succeed")
+		require.NotEqual(t, pid, p.Stats().ProducerID, "a new producer id")
+		requireClean(t, c, "t", 2, l, later)
+	})
+}
+
+// Issue 12, failure 4: Kafka may answer NOT_LEADER_OR_FOLLOWER to a batch
+// it appended (leadership lost while waiting for the ISR). When an epoch
+// bump is requested in the same response (MESSAGE_TOO_LARGE on another
+// partition), the batch must be resolved under the old epoch, not
+// renumbered and written a second time.
+func TestMixedFaultAppendedThenNotLeaderNotDuplicatedByBump(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{RTT: 20 * time.Millisecond,
+			Topics: []broker.TopicConfig{{Name: "t", Partitions: 2, Window: 20}}})
+		p := memProducer(t, c, n, Linger(5*time.Millisecond))
+		l := newLedger("a", "t")
+		warmUp(t, p, l, 0, 1)
+		c.ScriptAnswers("t", 0, broker.Answer{Code: kerr.NotLeaderForPartition.Code, Mode: broker.AppendThenFail})
+		c.ScriptAnswers("t", 1, broker.Answer{Code: kerr.MessageTooLarge.Code})
+		l.produce(p, 0, 1, 100)
+		l.produce(p, 1, 1, 100)
+		require.True(t, l.waitAll(time.Minute))
+		l.produce(p, 0, 20, 100)
+		require.True(t, l.waitAll(time.Minute))
+		require.Zero(t, c.PendingAnswers("t", 0)+c.PendingAnswers("t", 1), "both scripted answers used")
+		requireClean(t, c, "t", 2, l)
+	})
+}
+
+// Issue 12, failure 5: a lost response leaves batch A waiting for
+// request.timeout.ms while later batches of the partition are acked. The
+// callbacks must still run in produce order within the partition.
+func TestMixedFaultCallbacksInOrderAfterLostResponse(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{RTT: 20 * time.Millisecond,
+			Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
+		p := memProducer(t, c, n, Linger(0))
+		l := newLedger("a", "t")
+		warmUp(t, p, l, 0)
+		c.DropProduceResponses(0, 1)
+		l.produce(p, 0, 80, 100)
+		require.True(t, l.waitAll(time.Minute))
+		require.Empty(t, l.failures())
+		requireClean(t, c, "t", 1, l)
+	})
+}
+
+// Issue 12, failure 6: Flush waits for the records produced before the
+// call, not for the producer to go idle: under steady load it returns.
+func TestMixedFaultFlushUnderSteadyLoadReturns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{RTT: 20 * time.Millisecond,
+			Topics: []broker.TopicConfig{{Name: "t", Partitions: 2}}})
+		p := memProducer(t, c, n, Linger(50*time.Millisecond))
+		l := newLedger("a", "t")
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			tick := time.NewTicker(time.Millisecond)
+			defer tick.Stop()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+					l.produce(p, int32(i%2), 1, 50)
+				}
+			}
+		}()
+		time.Sleep(200 * time.Millisecond)
+		l.mu.Lock()
+		before := map[int32]int{0: l.next[0], 1: l.next[1]}
+		l.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := p.Flush(ctx)
+		cancel()
+		close(stop)
+		<-done
+		require.NoError(t, err, "Flush under steady load")
+		l.mu.Lock()
+		for part, n := range before {
+			for seq := range n {
+				require.Equal(t, 1, l.res[recKey{"a", part, seq}].calls, "record %d/%d produced before Flush", part, seq)
+			}
+		}
+		l.mu.Unlock()
+		require.True(t, l.waitAll(time.Minute))
+		requireClean(t, c, "t", 2, l)
+	})
+}
+
+// badMetadataCases are semantically bad Metadata answers (issue 12,
+// failure 7). from says when the rewrite starts: at once, or after the
+// producer learned the real metadata.
+var badMetadataCases = []struct {
+	name    string
+	late    bool
+	rewrite func(*kmsg.MetadataResponse)
+}{
+	{"partition -1", false, func(m *kmsg.MetadataResponse) {
+		for i := range m.Topics {
+			m.Topics[i].Partitions[0].Partition = -1
+		}
+	}},
+	{"duplicate partition ids", false, func(m *kmsg.MetadataResponse) {
+		for i := range m.Topics {
+			ps := m.Topics[i].Partitions
+			ps[1].Partition = ps[0].Partition
+			ps[1].LeaderEpoch = ps[0].LeaderEpoch + 3
+		}
+	}},
+	{"partition count shrinks", true, func(m *kmsg.MetadataResponse) {
+		for i := range m.Topics {
+			m.Topics[i].Partitions = m.Topics[i].Partitions[:1]
+		}
+	}},
+	{"leader not in broker list", false, func(m *kmsg.MetadataResponse) {
+		for i := range m.Topics {
+			m.Topics[i].Partitions[0].Leader = 42
+		}
+	}},
+	{"negative leader epoch", true, func(m *kmsg.MetadataResponse) {
+		for i := range m.Topics {
+			for j := range m.Topics[i].Partitions {
+				m.Topics[i].Partitions[j].LeaderEpoch = -5
+			}
+		}
+	}},
+	{"huge partition id", false, func(m *kmsg.MetadataResponse) {
+		for i := range m.Topics {
+			m.Topics[i].Partitions[1].Partition = 1 << 30
+		}
+	}},
+}
+
+// Issue 12, failure 7: a structurally valid but semantically bad Metadata
+// answer must never panic; records get an honest outcome and, once the
+// metadata is good again, are delivered. A panic in the sender goroutine
+// would kill the test binary, so the cases run in a child process.
+func TestMixedFaultBadMetadataNeverPanics(t *testing.T) {
+	if os.Getenv("LONGHAUL_BADMETA_CHILD") == "" {
+		for _, tc := range badMetadataCases {
+			t.Run(tc.name, func(t *testing.T) {
+				sub := regexp.QuoteMeta(strings.ReplaceAll(tc.name, " ", "_"))
+				cmd := exec.Command(os.Args[0], "-test.run=^TestMixedFaultBadMetadataNeverPanics$/^"+sub+"$", "-test.v", "-test.timeout=20s")
+				cmd.Env = append(os.Environ(), "LONGHAUL_BADMETA_CHILD=1")
+				out, err := cmd.CombinedOutput()
+				if len(out) > 6000 {
+					out = append([]byte("...\n"), out[len(out)-6000:]...)
+				}
+				require.NoError(t, err, "child process (a panic ends it):\n%s", out)
+				require.Contains(t, string(out), "--- PASS: TestMixedFaultBadMetadataNeverPanics/"+strings.ReplaceAll(tc.name, " ", "_"))
+			})
+		}
+		return
+	}
+	for _, tc := range badMetadataCases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c, n := memCluster(t, broker.Config{Nodes: 2, RTT: 20 * time.Millisecond,
+					Topics: []broker.TopicConfig{{Name: "t", Partitions: 2}}})
+				p := memProducer(t, c, n, MetadataMaxAge(100*time.Millisecond))
+				l := newLedger("a", "t")
+				if tc.late {
+					warmUp(t, p, l, 0, 1)
+				}
+				c.RewriteMetadata(tc.rewrite)
+				l.produce(p, 0, 20, 100)
+				l.produce(p, 1, 20, 100)
+				c.MoveLeader("t", 0, 1) // makes the producer ask for metadata
+				time.Sleep(2 * time.Second)
+				c.RewriteMetadata(nil)
+				require.True(t, l.waitAll(time.Minute))
+				time.Sleep(time.Second) // metadata.max.age.ms passes: good metadata again
+				later := newLedger("b", "t")
+				later.produce(p, 0, 20, 100)
+				later.produce(p, 1, 20, 100)
+				require.True(t, later.waitAll(time.Minute))
+				require.Empty(t, firstN(later.failures(), 3), "records after the metadata is good again")
+				requireClean(t, c, "t", 2, l, later)
+			})
+		})
+	}
+}
+
