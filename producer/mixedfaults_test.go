@@ -298,4 +298,3 @@ func TestMixedFaultBadMetadataNeverPanics(t *testing.T) {
 		})
 	}
 }
-
