@@ -1,0 +1,405 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/longhaul-kafka/longhaul/internal/broker"
+)
+
+// A randomized mixed-fault test of the whole producer (issue 12), on
+// virtual time: every schedule is drawn from a seed, runs the embedded
+// broker on an in-memory network inside a synctest bubble against one or
+// two producers, and is judged by checkOutcome plus liveness and memory
+// checks. A failing schedule prints its seed and steps.
+//
+//	LONGHAUL_CHAOS_SEED=123        rerun one seed, printing its schedule
+//	LONGHAUL_CHAOS_SCHEDULES=50000 run more (or fewer) schedules
+//	LONGHAUL_CHAOS_FIRST=1000      first seed (default 1)
+
+// produceErrorCodes are the error codes a ProduceResponse partition can
+// carry (Kafka's ProduceResponse.json and ReplicaManager, per franz-go's
+// kerr), answered without appending.
+var produceErrorCodes = []*kerr.Error{
+	kerr.UnknownServerError, kerr.CorruptMessage, kerr.UnknownTopicOrPartition, kerr.LeaderNotAvailable,
+	kerr.NotLeaderForPartition, kerr.RequestTimedOut, kerr.NetworkException, kerr.MessageTooLarge,
+	kerr.InvalidTopicException, kerr.RecordListTooLarge, kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend,
+	kerr.InvalidRequiredAcks, kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed, kerr.InvalidTimestamp,
+	kerr.UnsupportedForMessageFormat, kerr.OutOfOrderSequenceNumber, kerr.InvalidProducerEpoch,
+	kerr.InvalidTxnState, kerr.TransactionalIDAuthorizationFailed, kerr.KafkaStorageError, kerr.UnknownProducerID,
+	kerr.FencedLeaderEpoch, kerr.UnknownLeaderEpoch, kerr.InvalidRecord, kerr.ProducerFenced, kerr.UnknownTopicID,
+	kerr.ThrottlingQuotaExceeded, kerr.UnsupportedVersion,
+}
+
+// afterAppendCodes are the codes Kafka can answer for a batch it has
+// already appended (acks=all waiting for the ISR: leadership lost, timeout,
+// ISR shrunk) and DUPLICATE_SEQUENCE_NUMBER, which older brokers answer for
+// a batch already in the log.
+var afterAppendCodes = []*kerr.Error{
+	kerr.NotLeaderForPartition, kerr.RequestTimedOut, kerr.NotEnoughReplicasAfterAppend, kerr.DuplicateSequenceNumber,
+}
+
+// Chaos run parameters.
+const (
+	chaosNodes      = 3
+	chaosParts      = 3
+	chaosTopic      = "t"
+	chaosRecordSize = 100
+	chaosSpan       = 3 * time.Second // faults and produce bursts happen in [0, span)
+	chaosReqTimeout = time.Second
+	chaosDelivery   = 6 * time.Second
+)
+
+// chaosStep is one scheduled action.
+type chaosStep struct {
+	at   time.Duration
+	what string
+	do   func(c *broker.Cluster, run *chaosRun)
+}
+
+// chaosSchedule is one drawn schedule.
+type chaosSchedule struct {
+	seed      uint64
+	producers int
+	window    int
+	old       int32 // node in old (pre-KIP-1269) mode, -1 none
+	kafka24   int32 // node in Kafka 2.4 mode, -1 none
+	steps     []chaosStep
+}
+
+func (s *chaosSchedule) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d: %d producer(s), window %d, old node %d, kafka-2.4 node %d\n", s.seed, s.producers, s.window, s.old, s.kafka24)
+	for _, st := range s.steps {
+		fmt.Fprintf(&b, "  %7v %s\n", st.at, st.what)
+	}
+	return b.String()
+}
+
+// chaosRun is the state of one schedule being run.
+type chaosRun struct {
+	producers []*Producer
+	ledgers   []*ledger
+}
+
+// drawSchedule draws a schedule from seed: bursts of produce and of faults
+// from the whole vocabulary.
+func drawSchedule(seed uint64) *chaosSchedule {
+	rng := rand.New(rand.NewPCG(seed, 0x1269))
+	s := &chaosSchedule{seed: seed, producers: 1 + rng.IntN(2), window: []int{5, 20, 50}[rng.IntN(3)], old: -1, kafka24: -1}
+	if rng.IntN(3) == 0 {
+		s.old = 2
+	}
+	if rng.IntN(4) == 0 {
+		s.kafka24 = 1
+	}
+	at := func() time.Duration { return time.Duration(rng.Int64N(int64(chaosSpan))) }
+	part := func() int32 { return rng.Int32N(chaosParts) }
+	node := func() int32 { return rng.Int32N(chaosNodes) }
+	add := func(t time.Duration, what string, do func(*broker.Cluster, *chaosRun)) {
+		s.steps = append(s.steps, chaosStep{at: t, what: what, do: do})
+	}
+	// Produce bursts.
+	for range 3 + rng.IntN(6) {
+		t, pi, p, n := at(), rng.IntN(s.producers), part(), 1+rng.IntN(60)
+		add(t, fmt.Sprintf("producer %d: %d records to partition %d", pi, n, p), func(c *broker.Cluster, r *chaosRun) {
+			r.ledgers[pi].produce(r.producers[pi], p, n, chaosRecordSize)
+		})
+	}
+	// Fault bursts.
+	for range 1 + rng.IntN(6) {
+		t := at()
+		switch k := rng.IntN(10); k {
+		case 0, 1, 2: // scripted answers for consecutive batches
+			p := part()
+			var answers []broker.Answer
+			var names []string
+			for range 1 + rng.IntN(4) {
+				var a broker.Answer
+				switch rng.IntN(4) {
+				case 0:
+					a = broker.Answer{Mode: broker.Normal}
+					names = append(names, "ok")
+				case 1:
+					e := afterAppendCodes[rng.IntN(len(afterAppendCodes))]
+					a = broker.Answer{Code: e.Code, Mode: broker.AppendThenFail}
+					names = append(names, e.Message+"(appended)")
+				default:
+					e := produceErrorCodes[rng.IntN(len(produceErrorCodes))]
+					a = broker.Answer{Code: e.Code}
+					names = append(names, e.Message)
+				}
+				answers = append(answers, a)
+			}
+			add(t, fmt.Sprintf("partition %d answers %s", p, strings.Join(names, ", ")), func(c *broker.Cluster, _ *chaosRun) {
+				c.ScriptAnswers(chaosTopic, p, answers...)
+			})
+		case 3:
+			nd, n := node(), 1+rng.IntN(5)
+			add(t, fmt.Sprintf("node %d drops its next %d produce responses", nd, n), func(c *broker.Cluster, _ *chaosRun) { c.DropProduceResponses(nd, n) })
+		case 4:
+			nd, n := node(), 1+rng.IntN(5)
+			if rng.IntN(2) == 0 {
+				add(t, fmt.Sprintf("node %d closes a connection after %d requests", nd, n), func(c *broker.Cluster, _ *chaosRun) { c.CloseAfterRequests(nd, n) })
+			} else {
+				add(t, fmt.Sprintf("node %d drops its connections", nd), func(c *broker.Cluster, _ *chaosRun) { c.DropConnections(nd) })
+			}
+		case 5:
+			nd, d := node(), time.Duration(rng.Int64N(int64(2*chaosReqTimeout)))
+			add(t, fmt.Sprintf("node %d stalls %v", nd, d), func(c *broker.Cluster, _ *chaosRun) { c.Stall(nd, d) })
+		case 6:
+			add(t, "producer ids expire (KIP-854)", func(c *broker.Cluster, _ *chaosRun) { c.ExpireProducerIDs() })
+		case 7, 8:
+			p, nd := part(), node()
+			add(t, fmt.Sprintf("partition %d moves to node %d", p, nd), func(c *broker.Cluster, _ *chaosRun) { c.MoveLeader(chaosTopic, p, nd) })
+		case 9:
+			w := []int{5, 8, 20, 50}[rng.IntN(4)]
+			add(t, fmt.Sprintf("window set to %d", w), func(c *broker.Cluster, _ *chaosRun) { c.SetWindow(chaosTopic, w) })
+		}
+	}
+	sort.SliceStable(s.steps, func(i, j int) bool { return s.steps[i].at < s.steps[j].at })
+	return s
+}
+
+// runSchedule runs s inside the current synctest bubble and returns every
+// violation found.
+func runSchedule(t *testing.T, s *chaosSchedule) []string {
+	cfg := broker.Config{Nodes: chaosNodes, RTT: 5 * time.Millisecond,
+		Topics: []broker.TopicConfig{{Name: chaosTopic, Partitions: chaosParts, Window: s.window}}}
+	if s.old >= 0 {
+		cfg.OldNodes = []int32{s.old}
+	}
+	if s.kafka24 >= 0 {
+		cfg.Kafka24Nodes = []int32{s.kafka24}
+	}
+	c, n := memCluster(t, cfg)
+	run := &chaosRun{}
+	for i := range s.producers {
+		p, err := New(BootstrapServers(c.Addr()), Dialer(n.Dial), Linger(time.Duration(i)*time.Millisecond),
+			RetryBackoff(5*time.Millisecond), RetryBackoffMax(50*time.Millisecond),
+			RequestTimeout(chaosReqTimeout), DeliveryTimeout(chaosDelivery),
+			MaxInFlightRequestsPerConnection(20), BatchSize(512), BufferMemory(1<<20))
+		require.NoError(t, err)
+		run.producers = append(run.producers, p)
+		run.ledgers = append(run.ledgers, newLedger(fmt.Sprintf("p%d", i), chaosTopic))
+	}
+	start := time.Now()
+	for _, st := range s.steps {
+		if d := st.at - time.Since(start); d > 0 {
+			time.Sleep(d)
+		}
+		st.do(c, run)
+	}
+	// Faults stop: no scripted answer is left for later batches.
+	for p := range int32(chaosParts) {
+		c.InjectError(chaosTopic, p, 0, 0)
+	}
+	var v []string
+	for i, l := range run.ledgers {
+		if !l.waitAll(chaosDelivery + 3*chaosReqTimeout) {
+			v = append(v, fmt.Sprintf("liveness: producer %d: callbacks missing %v after the last fault", i, chaosDelivery+3*chaosReqTimeout))
+		}
+	}
+	// After the faults, a quiet tail must go through at once: a wedged
+	// producer fails it.
+	time.Sleep(2 * chaosReqTimeout)
+	tailStart := time.Now()
+	tails := make([]*ledger, len(run.producers))
+	for i, p := range run.producers {
+		tails[i] = newLedger(fmt.Sprintf("tail%d", i), chaosTopic)
+		for part := range int32(chaosParts) {
+			tails[i].produce(p, part, 3, chaosRecordSize)
+		}
+	}
+	for i, l := range tails {
+		if !l.waitAll(chaosDelivery + 3*chaosReqTimeout) {
+			v = append(v, fmt.Sprintf("liveness: producer %d: tail callbacks missing", i))
+		} else if f := l.failures(); len(f) > 0 {
+			v = append(v, fmt.Sprintf("liveness: producer %d: tail records failed after the faults ended: %v", i, firstN(f, 2)))
+		}
+	}
+	if d := time.Since(tailStart); d > 2*chaosReqTimeout {
+		v = append(v, fmt.Sprintf("liveness: the quiet tail took %v", d))
+	}
+	// Every record's outcome within delivery.timeout.ms plus one request
+	// timeout (batches in flight wait for their answer) and a bump.
+	bound := chaosDelivery + 2*chaosReqTimeout
+	for i, l := range run.ledgers {
+		l.mu.Lock()
+		for k, r := range l.res {
+			if r.calls > 0 && r.done.Sub(r.produced) > bound {
+				v = append(v, fmt.Sprintf("liveness: producer %d: %v called back after %v", i, k, r.done.Sub(r.produced)))
+				break
+			}
+		}
+		l.mu.Unlock()
+	}
+	for i, p := range run.producers {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		p.Close(ctx)
+		cancel()
+		if !memoryReleased(p) {
+			v = append(v, fmt.Sprintf("memory: producer %d: buffer.memory not back to 0 after Close", i))
+		}
+	}
+	v = append(v, checkOutcome(collectOutcome(c, chaosTopic, chaosParts, append(run.ledgers, tails...)...))...)
+	return v
+}
+
+func envInt(name string, def int) int {
+	if s := os.Getenv(name); s != "" {
+		if n, err := strconv.Atoi(s); err == nil {
+			return n
+		}
+	}
+	return def
+}
+
+// TestChaosMixedFaults runs LONGHAUL_CHAOS_SCHEDULES schedules (10000 by
+// default, 1000 under -race, 200 with -short) in four parallel shards and
+// reports every failing seed with its schedule.
+func TestChaosMixedFaults(t *testing.T) {
+	total := 10000
+	switch {
+	case testing.Short():
+		total = 200
+	case raceEnabled:
+		total = 1000
+	}
+	total = envInt("LONGHAUL_CHAOS_SCHEDULES", total)
+	first := uint64(envInt("LONGHAUL_CHAOS_FIRST", 1))
+	if seed := os.Getenv("LONGHAUL_CHAOS_SEED"); seed != "" {
+		n, err := strconv.ParseUint(seed, 10, 64)
+		require.NoError(t, err)
+		s := drawSchedule(n)
+		t.Logf("%v", s)
+		synctest.Test(t, func(t *testing.T) {
+			v := runSchedule(t, s)
+			require.Empty(t, v, "seed %d", n)
+		})
+		return
+	}
+	const shards = 4
+	var failed atomic.Int64
+	var mu sync.Mutex
+	kinds := map[string][]uint64{}
+	begin := time.Now()
+	for sh := range shards {
+		t.Run(fmt.Sprintf("shard%d", sh), func(t *testing.T) {
+			t.Parallel()
+			for i := sh; i < total; i += shards {
+				seed := first + uint64(i)
+				s := drawSchedule(seed)
+				var v []string
+				synctest.Test(t, func(t *testing.T) { v = runSchedule(t, s) })
+				if len(v) == 0 {
+					continue
+				}
+				mu.Lock()
+				kind := v[0][:strings.IndexByte(v[0], ':')]
+				kinds[kind] = append(kinds[kind], seed)
+				mu.Unlock()
+				if failed.Add(1) <= 5 {
+					t.Errorf("%v violations (%d): %v\nrerun: LONGHAUL_CHAOS_SEED=%d go test ./producer -run TestChaosMixedFaults$", s, len(v), firstN(v, 5), seed)
+				}
+			}
+		})
+	}
+	t.Cleanup(func() {
+		t.Logf("%d schedules (seeds %d..%d) in %v, %d failed", total, first, first+uint64(total)-1, time.Since(begin), failed.Load())
+		for k, seeds := range kinds {
+			t.Logf("  %s: %d seeds, e.g. %v", k, len(seeds), seeds[:min(8, len(seeds))])
+		}
+	})
+}
+
+// TestChaosCheckerNegativeControl: the checker finds nothing wrong in a
+// clean run's outcome and finds each doctored defect: a duplicate, a
+// reorder, a lost ack, a phantom failure (failed as not written but in the
+// log), an ErrOrderLost record in the log, a double callback and callbacks
+// out of order.
+func TestChaosCheckerNegativeControl(t *testing.T) {
+	var clean outcome
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 2, Window: 20}}})
+		p := memProducer(t, c, n)
+		l := newLedger("a", "t")
+		l.produce(p, 0, 50, 100)
+		l.produce(p, 1, 50, 100)
+		require.True(t, l.waitAll(time.Minute))
+		clean = collectOutcome(c, "t", 2, l)
+	})
+	require.Empty(t, checkOutcome(clean))
+	require.Len(t, clean.logs[0], 50)
+
+	copyOf := func(o outcome) outcome {
+		d := outcome{results: map[recKey]recResult{}, order: map[string][]int{}, logs: map[int32][]logEntry{}}
+		for k, r := range o.results {
+			d.results[k] = r
+		}
+		for k, s := range o.order {
+			d.order[k] = append([]int(nil), s...)
+		}
+		for k, s := range o.logs {
+			d.logs[k] = append([]logEntry(nil), s...)
+		}
+		return d
+	}
+	k7 := recKey{"a", 0, 7}
+	cases := []struct {
+		name, want string
+		doctor     func(o *outcome)
+	}{
+		{"duplicate", "dup:", func(o *outcome) { o.logs[0] = append(o.logs[0], o.logs[0][7]) }},
+		{"reorder", "reorder:", func(o *outcome) { o.logs[0][7], o.logs[0][8] = o.logs[0][8], o.logs[0][7] }},
+		{"lost ack", "lost:", func(o *outcome) { o.logs[0] = append(o.logs[0][:7], o.logs[0][8:]...) }},
+		{"phantom failure", "cause:", func(o *outcome) {
+			r := o.results[k7]
+			r.err = &DeliveryError{Topic: "t", Partition: 0, Err: kerr.MessageTooLarge}
+			o.results[k7] = r
+		}},
+		{"order lost but written", "cause:", func(o *outcome) {
+			r := o.results[k7]
+			r.err = &DeliveryError{Topic: "t", Partition: 0, FateUnknown: true, Err: ErrOrderLost}
+			o.results[k7] = r
+		}},
+		{"double callback", "callbacks:", func(o *outcome) {
+			r := o.results[k7]
+			r.calls = 2
+			o.results[k7] = r
+		}},
+		{"callbacks out of order", "callback order:", func(o *outcome) {
+			s := o.order["a/1"]
+			s[3], s[4] = s[4], s[3]
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := copyOf(clean)
+			tc.doctor(&d)
+			v := checkOutcome(d)
+			require.NotEmpty(t, v)
+			require.True(t, strings.HasPrefix(v[0], tc.want), "got %v", v)
+		})
+	}
+	// A FateUnknown failure that is in the log is honest.
+	d := copyOf(clean)
+	r := d.results[k7]
+	r.err = &DeliveryError{Topic: "t", FateUnknown: true, Err: errors.New("timeout")}
+	d.results[k7] = r
+	require.Empty(t, checkOutcome(d))
+}
