@@ -94,7 +94,8 @@ func TestMixedFaultStalledBumpDoesNotBlockOtherPartitions(t *testing.T) {
 }
 
 // Issue 12, failure 3: a Kafka 2.4 broker (InitProducerId <= v2, no
-// KIP-360) cannot bump an existing producer id. After MESSAGE_TOO_LARGE the
+// KIP-360) cannot bump an existing producer id. After INVALID_RECORD on a
+// batch with later batches in flight (a sequence gap: a bump is needed) the
 // producer must take a new producer id and later records must succeed.
 func TestMixedFaultPreKIP360BrokerTakesNewProducerID(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -104,10 +105,10 @@ func TestMixedFaultPreKIP360BrokerTakesNewProducerID(t *testing.T) {
 		l := newLedger("a", "t")
 		warmUp(t, p, l, 0, 1)
 		pid := p.Stats().ProducerID
-		c.InjectError("t", 0, kerr.MessageTooLarge.Code, 1)
-		l.produce(p, 0, 4, 100)
+		c.InjectError("t", 0, kerr.InvalidRecord.Code, 1)
+		l.produce(p, 0, 40, 100)
 		require.True(t, l.waitAll(time.Minute))
-		require.NotEmpty(t, l.failures(), "the injected MESSAGE_TOO_LARGE fails a batch")
+		require.NotEmpty(t, l.failures(), "the injected INVALID_RECORD fails a batch")
 		later := newLedger("b", "t")
 		later.produce(p, 0, 40, 100)
 		later.produce(p, 1, 40, 100)
@@ -120,7 +121,7 @@ func TestMixedFaultPreKIP360BrokerTakesNewProducerID(t *testing.T) {
 
 // Issue 12, failure 4: Kafka may answer NOT_LEADER_OR_FOLLOWER to a batch
 // it appended (leadership lost while waiting for the ISR). When an epoch
-// bump is requested in the same response (MESSAGE_TOO_LARGE on another
+// bump is requested in the same response (INVALID_PRODUCER_EPOCH on another
 // partition), the batch must be resolved under the old epoch, not
 // renumbered and written a second time.
 func TestMixedFaultAppendedThenNotLeaderNotDuplicatedByBump(t *testing.T) {
@@ -131,13 +132,14 @@ func TestMixedFaultAppendedThenNotLeaderNotDuplicatedByBump(t *testing.T) {
 		l := newLedger("a", "t")
 		warmUp(t, p, l, 0, 1)
 		c.ScriptAnswers("t", 0, broker.Answer{Code: kerr.NotLeaderForPartition.Code, Mode: broker.AppendThenFail})
-		c.ScriptAnswers("t", 1, broker.Answer{Code: kerr.MessageTooLarge.Code})
+		c.ScriptAnswers("t", 1, broker.Answer{Code: kerr.InvalidProducerEpoch.Code})
 		l.produce(p, 0, 1, 100)
 		l.produce(p, 1, 1, 100)
 		require.True(t, l.waitAll(time.Minute))
 		l.produce(p, 0, 20, 100)
 		require.True(t, l.waitAll(time.Minute))
 		require.Zero(t, c.PendingAnswers("t", 0)+c.PendingAnswers("t", 1), "both scripted answers used")
+		require.NotZero(t, p.s.bumps.Load(), "the scenario needs an epoch bump")
 		requireClean(t, c, "t", 2, l)
 	})
 }
