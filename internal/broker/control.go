@@ -178,6 +178,28 @@ func (c *Cluster) ExpireProducerIDs() {
 	}
 }
 
+// ExpireIdleProducerIDs drops the state of every producer id whose last
+// write to a partition is older than idle, as a broker does after
+// producer.id.expiration.ms (KIP-854): the next write of that id to that
+// partition is treated as having no state. Unlike [Cluster.ExpireProducerIDs]
+// it never drops the state of a producer that wrote recently, so a producer
+// retrying a batch (within its delivery.timeout.ms, below the expiration)
+// still finds it.
+func (c *Cluster) ExpireIdleProducerIDs(idle time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cutoff := time.Now().Add(-idle)
+	for _, t := range c.topics {
+		for _, p := range t.parts {
+			for id, s := range p.pids {
+				if s.lastWrite.Before(cutoff) {
+					delete(p.pids, id)
+				}
+			}
+		}
+	}
+}
+
 // SetOld switches a node into or out of old-broker mode. The change
 // applies to ApiVersions answered from now on (so to new connections in
 // practice), and at once to Produce: an old node answers Produce v14 with
