@@ -90,5 +90,6 @@ func IsFateUnknown(err error) bool {
 	return errors.As(err, &de) && de.FateUnknown
 }
 
-// errNotIdempotent is wrapped when a broker is too old for idempotence.
+// errNoBrokers is wrapped when no broker of bootstrap.servers or the
+// metadata could be dialed for a control request.
 var errNoBrokers = errors.New("producer: no broker reachable")

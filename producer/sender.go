@@ -18,7 +18,7 @@ type sender struct {
 	p   *Producer
 	cfg *config
 
-	// Producer identity; see idempotence.go.
+	// Producer identity; see control.go (maintainIdentity).
 	pid        int64
 	epoch      int16
 	haveID     bool
@@ -32,7 +32,7 @@ type sender struct {
 	bumps      atomic.Int64
 	idPub      atomic.Int64 // producer id << 16 | epoch, for Stats; -1 before the first
 
-	// Metadata; see metadata.go.
+	// Metadata; see control.go (maintainMetadata).
 	metaWanted   atomic.Bool
 	metaBusy     bool
 	metaNext     time.Time
