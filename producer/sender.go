@@ -453,6 +453,8 @@ func (s *sender) takeBatch(ps *partitionState) *batch {
 			ProducerEpoch: s.epoch,
 			BaseSequence:  b.seq,
 			Compression:   s.cfg.compression,
+			// Uncompressed when compression does not make it smaller.
+			CompressIfSmaller: true,
 		})
 		if err != nil {
 			// Only a codec failure can get here; the records stay safe

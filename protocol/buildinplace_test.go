@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestBuildInPlaceMatchesKmsg: BuildInPlace gives kmsg's bytes for every
@@ -89,5 +93,62 @@ func TestBuildInPlaceErrors(t *testing.T) {
 	b.Append(1, nil, []byte("x"), nil)
 	if out, err := b.BuildInPlace(BatchHeader{Compression: 9}); !errors.Is(err, ErrUnknownCodec) || out != nil {
 		t.Fatalf("bad codec: %v %v", out, err)
+	}
+}
+
+// TestBuildInPlaceCompressIfSmaller: with CompressIfSmaller, records that do
+// not shrink (random bytes) are sent uncompressed, as the uncompressed
+// in-place batch; records that shrink are compressed exactly as without the
+// flag. Build ignores the flag. Every result parses back to the records.
+func TestBuildInPlaceCompressIfSmaller(t *testing.T) {
+	random := make([]byte, 4096)
+	_, _ = rand.NewChaCha8([32]byte{1}).Read(random)
+	repetitive := bytes.Repeat([]byte("abcd"), 1024)
+	for _, c := range allCodecs {
+		if c == CodecNone {
+			continue
+		}
+		t.Run(c.String(), func(t *testing.T) {
+			var b BatchBuilder
+			h := BatchHeader{ProducerID: 3, ProducerEpoch: 1, BaseSequence: 7, Compression: c, CompressIfSmaller: true}
+
+			b.Append(100, []byte("k"), random, nil)
+			got, err := b.BuildInPlace(h)
+			require.NoError(t, err)
+			info, recs, err := ParseRecordBatch(got, 0)
+			require.NoError(t, err)
+			assert.Equal(t, CodecNone, info.Compression(), "random bytes: compression did not help, so none")
+			assert.Len(t, got, RecordBatchOverhead+b.EncodedLen())
+			require.Len(t, recs, 1)
+			assert.Equal(t, random, recs[0].Value)
+			assert.Equal(t, int32(7), info.BaseSequence)
+			noFlag := h
+			noFlag.CompressIfSmaller = false
+			uncompressed := noFlag
+			uncompressed.Compression = CodecNone
+			want, err := b.Build(nil, uncompressed)
+			require.NoError(t, err)
+			assert.Equal(t, want, got, "the uncompressed batch, byte for byte")
+			forced, err := b.Build(nil, h)
+			require.NoError(t, err)
+			finfo, err := ParseBatchHeader(forced)
+			require.NoError(t, err)
+			assert.Equal(t, c, finfo.Compression(), "Build ignores CompressIfSmaller")
+			assert.GreaterOrEqual(t, len(forced), len(got), "the negative case: compression really did not help")
+
+			b.Reset()
+			b.Append(100, nil, repetitive, nil)
+			got, err = b.BuildInPlace(h)
+			require.NoError(t, err)
+			info, recs, err = ParseRecordBatch(got, 0)
+			require.NoError(t, err)
+			assert.Equal(t, c, info.Compression(), "repetitive bytes shrink: compressed")
+			assert.Less(t, len(got), RecordBatchOverhead+b.EncodedLen())
+			require.Len(t, recs, 1)
+			assert.Equal(t, repetitive, recs[0].Value)
+			want, err = b.Build(nil, noFlag)
+			require.NoError(t, err)
+			assert.Equal(t, want, got)
+		})
 	}
 }

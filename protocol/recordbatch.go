@@ -64,6 +64,12 @@ type BatchHeader struct {
 	BaseSequence int32
 	// Compression is the codec for the record bodies.
 	Compression Codec
+	// CompressIfSmaller makes [BatchBuilder.BuildInPlace] send the records
+	// uncompressed (attributes say none) when compressing them with
+	// Compression does not make the batch smaller, as for records that are
+	// already compressed or random: the broker then stores fewer bytes and
+	// nobody pays for decompression. [BatchBuilder.Build] ignores it.
+	CompressIfSmaller bool
 	// Transactional sets the transactional attribute bit.
 	Transactional bool
 }
@@ -231,7 +237,10 @@ func (b *BatchBuilder) BuildInPlace(h BatchHeader) ([]byte, error) {
 			return nil, err
 		}
 		b.out = out
-		return out, nil
+		if !h.CompressIfSmaller || len(out) < RecordBatchOverhead+b.EncodedLen() {
+			return out, nil
+		}
+		h.Compression = CodecNone
 	}
 	batch := b.buf
 	b.appendHeader(batch[:0], h)
