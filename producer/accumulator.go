@@ -231,6 +231,17 @@ func (p *Producer) setPartitionsLocked(t *topicState, count int32, now time.Time
 	}
 }
 
+// failWaitingLocked fails every record waiting for t's partitions with
+// ErrTopicMetadata and cause (a metadata error that retrying cannot fix).
+func (p *Producer) failWaitingLocked(t *topicState, cause error) {
+	for _, pr := range t.waiting {
+		p.failRecordLocked(pr, &DeliveryError{Topic: t.name, Partition: -1, BaseSequence: -1,
+			Err: fmt.Errorf("%w: %w", ErrTopicMetadata, cause)})
+	}
+	clear(t.waiting)
+	t.waiting = t.waiting[:0]
+}
+
 // failRecordLocked fails an accepted record that is in no batch.
 func (p *Producer) failRecordLocked(pr pendingRecord, err error) {
 	p.cbs.pushCounted(completion{rec: pr.rec, cb: pr.cb, err: err, memory: int64(pr.size)}, p)

@@ -34,6 +34,8 @@ type config struct {
 	retryBackoffMax    time.Duration
 	compression        protocol.Codec
 	metadataMaxAge     time.Duration
+	maxBlock           time.Duration
+	autoCreateTopics   bool
 	ignoreKeys         bool
 	adaptive           bool
 	windowCap          int
@@ -65,8 +67,6 @@ type property struct {
 var ignoredProperties = map[string]string{
 	"key.serializer":   "records carry bytes",
 	"value.serializer": "records carry bytes",
-	"retries":          "retries are bounded by delivery.timeout.ms",
-	"max.block.ms":     "Produce blocks until its context is done",
 }
 
 // properties is the single source of truth for names, defaults and checks.
@@ -87,13 +87,27 @@ var properties = append([]property{
 	{"client.id", "longhaul", "client id sent to brokers", func(c *config, v string) error { c.clientID = v; return nil }},
 	{"acks", "all", "only all (-1) is allowed: idempotence requires it", func(c *config, v string) error {
 		if v != "all" && v != "-1" {
-			return fmt.Errorf("must be all or -1: an idempotent producer needs every in-sync replica")
+			return fmt.Errorf("must be all or -1: longhaul is an idempotent producer, and idempotence needs " +
+				"every in-sync replica to have a batch before it is acknowledged (with acks=1 a leader change " +
+				"can lose acknowledged records and the broker's sequence state); remove the property or set " +
+				"acks=all. For acks=0 or 1 use a non-idempotent client such as franz-go's kgo or the Java producer")
 		}
 		return nil
 	}},
 	{"enable.idempotence", "true", "only true is allowed: longhaul is an idempotent producer", func(c *config, v string) error {
 		if v != "true" {
-			return fmt.Errorf("must be true: longhaul is an idempotent producer")
+			return fmt.Errorf("must be true: longhaul is only an idempotent producer (exactly once and in order " +
+				"per partition, with many batches in flight); remove the property or set it to true. For a " +
+				"non-idempotent producer use franz-go's kgo or the Java producer")
+		}
+		return nil
+	}},
+	{"retries", "2147483647", "only the default is allowed: retries are bounded by delivery.timeout.ms", func(c *config, v string) error {
+		if strings.TrimSpace(v) != "2147483647" {
+			return fmt.Errorf("only the default, 2147483647, is allowed: longhaul retries until delivery.timeout.ms " +
+				"runs out, as the Java producer does by default; a retry count would fail records that the next " +
+				"attempt would have delivered (a leader change costs one), and with idempotence a failed batch " +
+				"forces an epoch bump. Bound the time with delivery.timeout.ms instead")
 		}
 		return nil
 	}},
@@ -125,6 +139,16 @@ var properties = append([]property{
 	}},
 	{"metadata.max.age.ms", "300000", "metadata is refreshed at least this often, in ms",
 		durationSetter(1, func(c *config, d time.Duration) { c.metadataMaxAge = d })},
+	{"max.block.ms", "60000", "how long a record may wait for its topic's metadata (partition list) before it fails, in ms",
+		durationSetter(0, func(c *config, d time.Duration) { c.maxBlock = d })},
+	{"allow.auto.create.topics", "true", "true: ask the broker to create a missing topic (its auto.create.topics.enable decides)", func(c *config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("must be true or false")
+		}
+		c.autoCreateTopics = b
+		return nil
+	}},
 	{"partitioner.ignore.keys", "false", "true: sticky partitioning even for keyed records", func(c *config, v string) error {
 		b, err := strconv.ParseBool(v)
 		if err != nil {

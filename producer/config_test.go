@@ -22,6 +22,8 @@ func TestDefaultsComeFromTable(t *testing.T) {
 		"request.timeout.ms":                    30 * time.Second,
 		"max.in.flight.requests.per.connection": 5,
 		"metadata.max.age.ms":                   5 * time.Minute,
+		"max.block.ms":                          60 * time.Second,
+		"allow.auto.create.topics":              true,
 	}
 	got := map[string]any{
 		"batch.size":                            c.batchSize,
@@ -32,6 +34,8 @@ func TestDefaultsComeFromTable(t *testing.T) {
 		"request.timeout.ms":                    c.requestTimeout,
 		"max.in.flight.requests.per.connection": c.maxInFlightPerConn,
 		"metadata.max.age.ms":                   c.metadataMaxAge,
+		"max.block.ms":                          c.maxBlock,
+		"allow.auto.create.topics":              c.autoCreateTopics,
 	}
 	for k, v := range want {
 		if got[k] != v {
@@ -49,8 +53,15 @@ func TestInvalidConfigNamesProperty(t *testing.T) {
 		{map[string]string{"batch.size": "0"}, "batch.size", "between 1 and"},
 		{map[string]string{"batch.size": "lots"}, "batch.size", "integer"},
 		{map[string]string{"max.in.flight.requests.per.connection": "0"}, "max.in.flight.requests.per.connection", "between 1 and"},
-		{map[string]string{"acks": "1"}, "acks", "all"},
-		{map[string]string{"enable.idempotence": "false"}, "enable.idempotence", "true"},
+		{map[string]string{"acks": "1"}, "acks", "set acks=all"},
+		{map[string]string{"acks": "1"}, "acks", "leader change can lose acknowledged records"},
+		{map[string]string{"acks": "0"}, "acks", "kgo or the Java producer"},
+		{map[string]string{"enable.idempotence": "false"}, "enable.idempotence", "set it to true"},
+		{map[string]string{"enable.idempotence": "false"}, "enable.idempotence", "kgo or the Java producer"},
+		{map[string]string{"retries": "0"}, "retries", "delivery.timeout.ms"},
+		{map[string]string{"retries": "3"}, "retries", "only the default, 2147483647"},
+		{map[string]string{"max.block.ms": "-1"}, "max.block.ms", "between 0 and"},
+		{map[string]string{"allow.auto.create.topics": "maybe"}, "allow.auto.create.topics", "true or false"},
 		{map[string]string{"compression.type": "brotli"}, "compression.type", "zstd"},
 		{map[string]string{"linger.ms": "-1"}, "linger.ms", "between 0 and"},
 		{map[string]string{"no.such.property": "1"}, "no.such.property", "unknown property"},

@@ -120,7 +120,11 @@ func (s *sender) maintainMetadata(now time.Time) time.Time {
 	s.metaWanted.Store(false)
 	s.metaBusy = true
 	s.runControl(func(ctx context.Context, c *protocol.Conn) (func(), error) {
-		res, err := protocol.Metadata(ctx, c, topics)
+		ask := protocol.Metadata
+		if s.cfg.autoCreateTopics {
+			ask = protocol.MetadataAutoCreate // as the Java producer does
+		}
+		res, err := ask(ctx, c, topics)
 		if err != nil {
 			return nil, err
 		}
@@ -168,6 +172,10 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult) {
 		if tm.ErrorCode != 0 {
 			t.lastErr = kerr.ErrorForCode(tm.ErrorCode)
 			again = true
+			if tm.ErrorCode == kerr.TopicAuthorizationFailed.Code {
+				// Retrying will not grant access: fail what waits at once.
+				s.p.failWaitingLocked(t, t.lastErr)
+			}
 			continue
 		}
 		if err := checkPartitions(tm.Partitions); err != nil {

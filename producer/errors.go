@@ -37,6 +37,22 @@ var ErrInvalidRecord = errors.New("producer: invalid record")
 // exhausted and the record was not accepted.
 var ErrBufferFull = errors.New("producer: buffer.memory full")
 
+// ErrTopicMetadata is the error of records whose topic the producer could
+// not learn: the broker answered TOPIC_AUTHORIZATION_FAILED for it (records
+// fail at once), or max.block.ms passed without the topic's partitions
+// being known (for example UNKNOWN_TOPIC_OR_PARTITION with topic
+// auto-creation off). It is wrapped in a [DeliveryError] together with the
+// broker's error, so errors.Is(err, kerr.TopicAuthorizationFailed) and
+// errors.Is(err, kerr.UnknownTopicOrPartition) work. The records were never
+// sent.
+var ErrTopicMetadata = errors.New("producer: topic metadata unavailable")
+
+// ErrInCallback is returned by [Producer.Flush], [Producer.ProduceSync] and
+// [Producer.Close] when called from a record callback: they wait for
+// callbacks to run, and callbacks run one at a time on the goroutine that
+// would be waiting, so the call could never return.
+var ErrInCallback = errors.New("producer: called from a record callback, where it would deadlock")
+
 // ConfigError is returned by [New] and [NewFromProperties] for an unknown
 // property or an invalid value. It names the property and the allowed range.
 type ConfigError struct {

@@ -180,6 +180,7 @@ var typedOptions = map[string]any{
 	"retry.backoff.max.ms":                  producer.RetryBackoffMax,
 	"compression.type":                      producer.Compression,
 	"metadata.max.age.ms":                   producer.MetadataMaxAge,
+	"max.block.ms":                          producer.MaxBlock,
 	"longhaul.max.window":                   producer.MaxWindow,
 	"longhaul.idle.rearm.ms":                producer.IdleRearm,
 }
@@ -187,9 +188,11 @@ var typedOptions = map[string]any{
 // propertyOnly are properties without a typed option, with what to say in
 // the option column instead.
 var propertyOnly = map[string]string{
-	"acks":                    "fixed: all",
-	"enable.idempotence":      "fixed: true",
-	"partitioner.ignore.keys": "`Property`",
+	"acks":                     "fixed: all",
+	"enable.idempotence":       "fixed: true",
+	"retries":                  "fixed: 2147483647",
+	"allow.auto.create.topics": "`Property`",
+	"partitioner.ignore.keys":  "`Property`",
 	"partitioner.adaptive.partitioning.enable": "`Property`",
 	"security.protocol":                        "`Property`, or `TLS`/`SASL`",
 	"sasl.mechanism":                           "`Property`, or `SASL`",

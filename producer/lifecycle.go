@@ -12,21 +12,20 @@ func (s *sender) expire(now time.Time) time.Time {
 	timeout := s.cfg.deliveryTimeout
 	p := s.p
 	p.mu.Lock()
+	// Records waiting for their topic's partitions fail after max.block.ms
+	// (or delivery.timeout.ms if shorter), naming the last metadata error.
+	waitLimit := min(timeout, s.cfg.maxBlock)
 	for _, t := range p.topics {
-		if len(t.waiting) == 0 || now.Sub(t.waiting[0].at) < timeout {
+		if len(t.waiting) == 0 || now.Sub(t.waiting[0].at) < waitLimit {
 			continue
 		}
 		keep := t.waiting[:0]
 		for _, pr := range t.waiting {
-			if now.Sub(pr.at) < timeout {
+			if now.Sub(pr.at) < waitLimit {
 				keep = append(keep, pr)
 				continue
 			}
-			cause := error(ErrDeliveryTimeout)
-			if t.lastErr != nil {
-				cause = fmt.Errorf("%w: no metadata for the topic: %w", ErrDeliveryTimeout, t.lastErr)
-			}
-			p.failRecordLocked(pr, &DeliveryError{Topic: t.name, Partition: -1, BaseSequence: -1, Err: cause})
+			p.failRecordLocked(pr, &DeliveryError{Topic: t.name, Partition: -1, BaseSequence: -1, Err: s.waitingCause(t)})
 		}
 		clear(t.waiting[len(keep):])
 		t.waiting = keep
@@ -55,6 +54,20 @@ func (s *sender) expire(now time.Time) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// waitingCause says why a record that waited for its topic's partitions
+// failed: max.block.ms (ErrTopicMetadata) or delivery.timeout.ms, with the
+// last metadata error for the topic.
+func (s *sender) waitingCause(t *topicState) error {
+	cause, limit := ErrTopicMetadata, s.cfg.maxBlock
+	if s.cfg.deliveryTimeout < limit {
+		cause, limit = ErrDeliveryTimeout, s.cfg.deliveryTimeout
+	}
+	if t.lastErr == nil {
+		return fmt.Errorf("%w: partitions not known after %d ms", cause, limit.Milliseconds())
+	}
+	return fmt.Errorf("%w: partitions not known after %d ms: %w", cause, limit.Milliseconds(), t.lastErr)
 }
 
 func (s *sender) timeoutCause(ps *partitionState, last error) error {

@@ -86,6 +86,12 @@ func Compression(codec string) Opt { return propOpt{"compression.type", codec} }
 // MetadataMaxAge sets metadata.max.age.ms. Default 5 minutes.
 func MetadataMaxAge(d time.Duration) Opt { return propOpt{"metadata.max.age.ms", ms(d)} }
 
+// MaxBlock sets max.block.ms: how long a record may wait for its topic's
+// partition list (the first Metadata answer naming the topic) before it
+// fails with [ErrTopicMetadata]. Default 60s, as in the Java client. It does
+// not bound Produce's wait for buffer.memory: Produce's context does.
+func MaxBlock(d time.Duration) Opt { return propOpt{"max.block.ms", ms(d)} }
+
 // MaxWindow sets longhaul.max.window: a cap on batches in flight per
 // partition below what the broker announces. Default 0, no cap. Setting 5
 // makes the producer behave like clients without KIP-1269.

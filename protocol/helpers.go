@@ -51,10 +51,25 @@ type PartitionMetadata struct {
 
 // Metadata asks c for cluster metadata at the negotiated version. topics
 // nil asks for every topic; a non-nil empty slice asks for none (brokers and
-// controller only). Topics are never auto-created. ctx bounds the request.
+// controller only). Topics are never auto-created (on Metadata v4+; v0-3
+// brokers create them when auto.create.topics.enable is on, whatever the
+// client asks). ctx bounds the request.
 func Metadata(ctx context.Context, c *Conn, topics []string) (*MetadataResult, error) {
+	return metadata(ctx, c, topics, false)
+}
+
+// MetadataAutoCreate is [Metadata] with AllowAutoTopicCreation set, as the
+// Java producer asks: a broker whose auto.create.topics.enable is on creates
+// a missing topic, with its default partition count, and answers for it
+// (often LEADER_NOT_AVAILABLE on the first answer, while it elects
+// leaders).
+func MetadataAutoCreate(ctx context.Context, c *Conn, topics []string) (*MetadataResult, error) {
+	return metadata(ctx, c, topics, true)
+}
+
+func metadata(ctx context.Context, c *Conn, topics []string, autoCreate bool) (*MetadataResult, error) {
 	req := kmsg.NewPtrMetadataRequest()
-	req.AllowAutoTopicCreation = false
+	req.AllowAutoTopicCreation = autoCreate
 	if topics != nil {
 		req.Topics = make([]kmsg.MetadataRequestTopic, 0, len(topics))
 		for _, t := range topics {

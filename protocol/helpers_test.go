@@ -36,8 +36,14 @@ func TestMetadataHelper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := <-asked; len(r.Topics) != 1 || *r.Topics[0].Topic != "orders" {
-		t.Fatalf("asked %v", r.Topics)
+	if r := <-asked; len(r.Topics) != 1 || *r.Topics[0].Topic != "orders" || r.AllowAutoTopicCreation {
+		t.Fatalf("asked %v, auto-create %v", r.Topics, r.AllowAutoTopicCreation)
+	}
+	if _, err := MetadataAutoCreate(context.Background(), c, []string{"orders"}); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-asked; len(r.Topics) != 1 || !r.AllowAutoTopicCreation {
+		t.Fatalf("MetadataAutoCreate asked %v, auto-create %v", r.Topics, r.AllowAutoTopicCreation)
 	}
 	if md.ControllerID != 2 || md.Brokers[1] != "10.0.0.1:9092" || md.Brokers[2] != "[::1]:9093" {
 		t.Fatalf("brokers %+v", md)
