@@ -26,8 +26,42 @@ type topicState struct {
 type pendingRecord struct {
 	rec  *Record
 	cb   Callback
-	size int       // bytes of buffer.memory held
-	at   time.Time // when Produce accepted it, only while it waits for metadata
+	size int          // bytes of buffer.memory held
+	at   time.Time    // when Produce accepted it, only while it waits for metadata
+	data *copiedBytes // only while it waits for metadata: Produce's copy
+}
+
+// copiedBytes is a waiting record's key, value and headers, copied before
+// Produce returns (the caller may reuse its buffers from then on).
+type copiedBytes struct {
+	key, value []byte
+	headers    []Header
+}
+
+// copyRecordBytes copies r's key, value and header values into one
+// allocation, keeping nil as nil.
+func copyRecordBytes(r *Record) *copiedBytes {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Value)
+	}
+	buf := make([]byte, 0, n)
+	take := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		start := len(buf)
+		buf = append(buf, b...)
+		return buf[start:len(buf):len(buf)]
+	}
+	c := &copiedBytes{key: take(r.Key), value: take(r.Value)}
+	if r.Headers != nil {
+		c.headers = make([]Header, len(r.Headers))
+		for i, h := range r.Headers {
+			c.headers[i] = Header{Key: h.Key, Value: take(h.Value)}
+		}
+	}
+	return c
 }
 
 // partitionState is one partition's queue. The accumulator side (open,
@@ -136,7 +170,7 @@ func (p *Producer) appendLocked(r *Record, cb Callback, size int) error {
 		if len(t.waiting) == 0 {
 			p.s.wantMetadata()
 		}
-		t.waiting = append(t.waiting, pendingRecord{rec: r, cb: cb, size: size, at: time.Now()})
+		t.waiting = append(t.waiting, pendingRecord{rec: r, cb: cb, size: size, at: time.Now(), data: copyRecordBytes(r)})
 		return nil
 	}
 	return p.placeLocked(t, pendingRecord{rec: r, cb: cb, size: size}, time.Time{})
@@ -176,7 +210,13 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) e
 		}
 		p.wakeSender() // its linger deadline is new to the sender
 	}
-	b.builder.Append(r.Timestamp.UnixMilli(), r.Key, r.Value, r.Headers)
+	if d := pr.data; d != nil {
+		b.builder.Append(r.Timestamp.UnixMilli(), d.key, d.value, d.headers)
+		pr.data, pr.at = nil, time.Time{}
+	} else {
+		// Append copies the bytes into the batch before Produce returns.
+		b.builder.Append(r.Timestamp.UnixMilli(), r.Key, r.Value, r.Headers)
+	}
 	b.records = append(b.records, pr)
 	b.memory += int64(pr.size)
 	if b.builder.EncodedLen() >= p.cfg.batchSize {

@@ -12,9 +12,11 @@ type Header = protocol.Header
 // Record is one message to produce.
 //
 // The producer owns a Record from the moment it is passed to [Producer.Produce]
-// until its callback runs: the caller must not change it in between. Key, Value
-// and header values are not copied until the record is appended to a batch,
-// which happens before Produce returns.
+// until its callback runs: the caller must not change the Record's fields in
+// between. The bytes of Key, Value and header values are copied before
+// Produce returns, on every path (also while the topic's partitions are not
+// known yet), so the caller may reuse those buffers as soon as Produce
+// returns.
 type Record struct {
 	// Topic is the topic to write to. Required.
 	Topic string
