@@ -152,3 +152,44 @@ func TestBuildInPlaceCompressIfSmaller(t *testing.T) {
 		})
 	}
 }
+
+// TestRetain: keeping a subset re-encodes exactly the batch built from that
+// subset alone (offset deltas, first timestamp, bytes), for every record
+// set and every subset pattern; keeping none leaves an empty builder.
+func TestRetain(t *testing.T) {
+	patterns := map[string]func(i int) bool{
+		"all":       func(int) bool { return true },
+		"none":      func(int) bool { return false },
+		"even":      func(i int) bool { return i%2 == 0 },
+		"odd":       func(i int) bool { return i%2 == 1 },
+		"not first": func(i int) bool { return i > 0 },
+		"first":     func(i int) bool { return i == 0 },
+	}
+	for name, recs := range recordSets() {
+		for pname, keep := range patterns {
+			t.Run(name+"/"+pname, func(t *testing.T) {
+				var b, want BatchBuilder
+				for i, r := range recs {
+					b.Append(r.ts, r.key, r.value, r.headers)
+					if keep(i) {
+						want.Append(r.ts, r.key, r.value, r.headers)
+					}
+				}
+				n := b.Retain(keep)
+				require.Equal(t, want.NumRecords(), n)
+				require.Equal(t, want.NumRecords(), b.NumRecords())
+				assert.Equal(t, want.FirstTimestamp(), b.FirstTimestamp())
+				assert.Equal(t, want.records(), b.records())
+				if n == 0 {
+					return
+				}
+				h := BatchHeader{ProducerID: 1, ProducerEpoch: 2, BaseSequence: 3}
+				got, err := b.BuildInPlace(h)
+				require.NoError(t, err)
+				exp, err := want.Build(nil, h)
+				require.NoError(t, err)
+				assert.Equal(t, exp, got)
+			})
+		}
+	}
+}

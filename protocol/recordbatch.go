@@ -142,6 +142,30 @@ func (b *BatchBuilder) Append(timestampMs int64, key, value []byte, headers []He
 	b.n++
 }
 
+// Retain keeps only the records for which keep(i) is true, i counting
+// appended records from 0, and re-encodes them as if only they had been
+// appended, in order, with their own timestamps: offset deltas close up and
+// FirstTimestamp becomes the first kept record's. It returns how many
+// records remain. A producer uses it to withdraw records from a batch not
+// yet sent. A batch from [BatchBuilder.BuildInPlace] is invalid afterwards.
+func (b *BatchBuilder) Retain(keep func(i int) bool) int {
+	n := int(b.n)
+	old := slices.Clone(b.records()) // Append below overwrites b.buf
+	info := BatchInfo{FirstTimestamp: b.firstTS}
+	b.Reset()
+	r := reader{b: old}
+	for i := range n {
+		var rec Record
+		if err := r.record(&rec, &info); err != nil {
+			panic("protocol: BatchBuilder cannot decode its own record: " + err.Error())
+		}
+		if keep(i) {
+			b.Append(rec.Timestamp, rec.Key, rec.Value, rec.Headers)
+		}
+	}
+	return int(b.n)
+}
+
 // Grow makes room for n more bytes of records, so a batch that will reach
 // batch.size is allocated once instead of doubling its way there.
 func (b *BatchBuilder) Grow(n int) {
