@@ -27,6 +27,7 @@ type pendingRecord struct {
 	rec  *Record
 	cb   Callback
 	size int          // bytes of buffer.memory held
+	gen  uint64       // Flush generation (flush.go)
 	at   time.Time    // when Produce accepted it, only while it waits for metadata
 	data *copiedBytes // only while it waits for metadata: Produce's copy
 }
@@ -170,10 +171,15 @@ func (p *Producer) appendLocked(r *Record, cb Callback, size int) error {
 		if len(t.waiting) == 0 {
 			p.s.wantMetadata()
 		}
-		t.waiting = append(t.waiting, pendingRecord{rec: r, cb: cb, size: size, at: time.Now(), data: copyRecordBytes(r)})
+		t.waiting = append(t.waiting, pendingRecord{rec: r, cb: cb, size: size, gen: p.acceptLocked(), at: time.Now(), data: copyRecordBytes(r)})
 		return nil
 	}
-	return p.placeLocked(t, pendingRecord{rec: r, cb: cb, size: size}, time.Time{})
+	pr := pendingRecord{rec: r, cb: cb, size: size, gen: p.gen}
+	if err := p.placeLocked(t, pr, time.Time{}); err != nil {
+		return err
+	}
+	p.acceptLocked()
+	return nil
 }
 
 func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) error {
@@ -182,16 +188,16 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) e
 	var idx int32
 	switch {
 	case r.fixedPartition:
-		if r.Partition < 0 || r.Partition >= n {
-			return fmt.Errorf("%w: topic %s has partitions 0..%d, asked for %d", ErrInvalidRecord, t.name, n-1, r.Partition)
+		if r.partition < 0 || r.partition >= n {
+			return fmt.Errorf("%w: topic %s has partitions 0..%d, asked for %d", ErrInvalidRecord, t.name, n-1, r.partition)
 		}
-		idx = r.Partition
+		idx = r.partition
 	case r.Key != nil && !p.cfg.ignoreKeys:
 		idx = keyPartition(r.Key, n)
 	default:
 		idx = t.sticky.pick(n)
 	}
-	r.Partition = idx
+	r.partition, r.hasPartition = idx, true
 	ps := t.parts[idx]
 	b := ps.open
 	if b != nil && b.builder.NumRecords() > 0 && b.builder.EncodedLen()+pr.size > p.maxBatchBody() {
@@ -264,10 +270,18 @@ func (p *Producer) setPartitionsLocked(t *topicState, count int32, now time.Time
 	}
 	waiting := t.waiting
 	t.waiting = nil
+	var flushNow []*partitionState // hold records a Flush waits for
 	for _, pr := range waiting {
 		if err := p.placeLocked(t, pr, now); err != nil {
 			p.failRecordLocked(pr, err)
+			continue
 		}
+		if p.flushed && pr.gen <= p.flushedGen {
+			flushNow = append(flushNow, t.parts[pr.rec.partition])
+		}
+	}
+	for _, ps := range flushNow {
+		p.sealLocked(ps) // a no-op once sealed
 	}
 }
 
@@ -284,7 +298,7 @@ func (p *Producer) failWaitingLocked(t *topicState, cause error) {
 
 // failRecordLocked fails an accepted record that is in no batch.
 func (p *Producer) failRecordLocked(pr pendingRecord, err error) {
-	p.cbs.pushCounted(completion{rec: pr.rec, cb: pr.cb, err: err, memory: int64(pr.size)}, p)
+	p.cbs.pushCounted(completion{rec: pr.rec, cb: pr.cb, err: err, gen: pr.gen, memory: int64(pr.size)}, p)
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -16,12 +16,12 @@ func TestOversizedRecordFailsAlone(t *testing.T) {
 	c := startCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
 	p := newTestProducer(t, c, MaxRequestSize(10_000))
 	big := &Record{Topic: "t", Value: make([]byte, 20_000)}
-	err := p.ProduceSync(t.Context(), big)
+	err := p.ProduceSync(t.Context(), big).FirstErr()
 	if !errors.Is(err, ErrRecordTooLarge) {
 		t.Fatalf("oversized record: %v, want ErrRecordTooLarge", err)
 	}
 	small := &Record{Topic: "t", Value: []byte("fine")}
-	if err := p.ProduceSync(t.Context(), small); err != nil {
+	if err := p.ProduceSync(t.Context(), small).FirstErr(); err != nil {
 		t.Fatalf("producer stopped working after an oversized record: %v", err)
 	}
 	if small.Offset != 0 {
@@ -33,7 +33,7 @@ func TestUnknownTopicFailsWithinDeliveryTimeout(t *testing.T) {
 	c := startCluster(t, broker.Config{})
 	p := newTestProducer(t, c, DeliveryTimeout(1500*time.Millisecond), RequestTimeout(time.Second), Linger(0))
 	start := time.Now()
-	err := p.ProduceSync(t.Context(), &Record{Topic: "missing", Value: []byte("x")})
+	err := p.ProduceSync(t.Context(), &Record{Topic: "missing", Value: []byte("x")}).FirstErr()
 	if !errors.Is(err, ErrDeliveryTimeout) || !strings.Contains(err.Error(), "UNKNOWN_TOPIC_OR_PARTITION") {
 		t.Fatalf("got %v, want a delivery timeout naming UNKNOWN_TOPIC_OR_PARTITION", err)
 	}
@@ -49,7 +49,7 @@ func TestProduceAfterClose(t *testing.T) {
 	if err := p.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	err := p.ProduceSync(t.Context(), &Record{Topic: "t", Value: []byte("late")})
+	err := p.ProduceSync(t.Context(), &Record{Topic: "t", Value: []byte("late")}).FirstErr()
 	if !errors.Is(err, ErrClosed) {
 		t.Fatalf("got %v, want ErrClosed", err)
 	}
@@ -61,12 +61,12 @@ func TestProduceAfterClose(t *testing.T) {
 func TestInvalidRecords(t *testing.T) {
 	c := startCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 2}}})
 	p := newTestProducer(t, c)
-	if err := p.ProduceSync(t.Context(), &Record{Value: []byte("no topic")}); !errors.Is(err, ErrInvalidRecord) {
+	if err := p.ProduceSync(t.Context(), &Record{Value: []byte("no topic")}).FirstErr(); !errors.Is(err, ErrInvalidRecord) {
 		t.Errorf("empty topic: %v", err)
 	}
 	r := &Record{Topic: "t"}
 	r.SetPartition(7)
-	if err := p.ProduceSync(t.Context(), r); !errors.Is(err, ErrInvalidRecord) {
+	if err := p.ProduceSync(t.Context(), r).FirstErr(); !errors.Is(err, ErrInvalidRecord) {
 		t.Errorf("partition 7 of 2: %v", err)
 	}
 	var got error
@@ -82,13 +82,13 @@ func TestPartitionZeroValueIsNotPartitionZero(t *testing.T) {
 	seen := map[int32]bool{}
 	for i := range 64 {
 		r := &Record{Topic: "t", Key: []byte{byte(i)}, Value: []byte("v")}
-		if err := p.ProduceSync(t.Context(), r); err != nil {
+		if err := p.ProduceSync(t.Context(), r).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
-		if r.Partition != keyPartition(r.Key, 8) {
-			t.Fatalf("key %d went to %d, want murmur2's %d", i, r.Partition, keyPartition(r.Key, 8))
+		if r.Partition() != keyPartition(r.Key, 8) {
+			t.Fatalf("key %d went to %d, want murmur2's %d", i, r.Partition(), keyPartition(r.Key, 8))
 		}
-		seen[r.Partition] = true
+		seen[r.Partition()] = true
 	}
 	if len(seen) < 4 {
 		t.Errorf("64 keys used only partitions %v: zero-value Partition was taken as a choice", seen)
@@ -142,7 +142,7 @@ func TestNoGoroutinesLeftAfterClose(t *testing.T) {
 func TestCloseWithUnreachableBrokersFailsPending(t *testing.T) {
 	c := startCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
 	p := newTestProducer(t, c)
-	if err := p.ProduceSync(t.Context(), &Record{Topic: "t", Value: []byte("warm")}); err != nil {
+	if err := p.ProduceSync(t.Context(), &Record{Topic: "t", Value: []byte("warm")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	c.Close()

@@ -1,6 +1,12 @@
 package producer
 
-import "sync"
+import (
+	"bytes"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+)
 
 // completion is one outcome to report: a whole batch, or one record.
 type completion struct {
@@ -8,8 +14,9 @@ type completion struct {
 	rec     *Record
 	cb      Callback
 	err     error
-	counted bool  // the record counts in Producer.outstanding
-	memory  int64 // buffer.memory to release once the callbacks ran
+	gen     uint64 // rec's Flush generation
+	counted bool   // the records count for Flush (flush.go)
+	memory  int64  // buffer.memory to release once the callbacks ran
 	p       *Producer
 }
 
@@ -21,6 +28,33 @@ type callbackQueue struct {
 	closed  bool
 	signal  chan struct{}
 	stopped chan struct{}
+	gid     atomic.Uint64 // id of the goroutine running callbacks
+}
+
+// onCallbackGoroutine reports whether the caller runs on the callback
+// goroutine, that is inside a record callback, where waiting for
+// callbacks would deadlock.
+func (q *callbackQueue) onCallbackGoroutine() bool {
+	id := q.gid.Load()
+	return id != 0 && id == goroutineID()
+}
+
+// goroutineID returns the calling goroutine's id, parsed from the first
+// line of its stack trace ("goroutine 42 [running]:"); 0 if that fails. Go
+// offers no other way to tell a callback's own goroutine apart, and only
+// the calls that wait (Flush, ProduceSync, Close) pay for it.
+func goroutineID() uint64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	if i := bytes.IndexByte(b, ' '); i > 0 {
+		b = b[:i]
+	}
+	id, err := strconv.ParseUint(string(b), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return id
 }
 
 func newCallbackQueue() *callbackQueue {
@@ -54,25 +88,28 @@ func (q *callbackQueue) pushCounted(c completion, p *Producer) {
 }
 
 func (c completion) run() {
-	n := 1
 	if c.b != nil {
-		n = len(c.b.records)
 		for _, pr := range c.b.records {
 			pr.cb(pr.rec, c.err)
 		}
+		if c.counted {
+			c.p.mem.Release(c.memory)
+			c.p.recordsDone(c.b.records, 0)
+		}
 		c.b.recycle()
-	} else {
-		c.cb(c.rec, c.err)
+		return
 	}
+	c.cb(c.rec, c.err)
 	if c.counted {
 		// Released after the callbacks, so buffer.memory bounds records
 		// waiting for a slow callback too, and Produce blocks on them.
 		c.p.mem.Release(c.memory)
-		c.p.recordsDone(n)
+		c.p.recordsDone(nil, c.gen)
 	}
 }
 
 func (q *callbackQueue) run() {
+	q.gid.Store(goroutineID())
 	defer close(q.stopped)
 	var batch []completion
 	for {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/longhaul-kafka/longhaul/internal/broker"
 )
 
@@ -80,8 +82,8 @@ func (o *outcomes) checkAgainstLog(t *testing.T, c *broker.Cluster, topic string
 			if seen[k] == 2 {
 				t.Errorf("%s in the log twice", k)
 			}
-			if r := o.acked[k]; r != nil && (r.Partition != part || r.Offset != lr.Offset) {
-				t.Errorf("%s: callback said %d@%d, log has %d@%d", k, r.Partition, r.Offset, part, lr.Offset)
+			if r := o.acked[k]; r != nil && (r.Partition() != part || r.Offset != lr.Offset) {
+				t.Errorf("%s: callback said %d@%d, log has %d@%d", k, r.Partition(), r.Offset, part, lr.Offset)
 			}
 			if err := o.errs[k]; err != nil && !IsFateUnknown(err) {
 				t.Errorf("%s failed without FateUnknown (%v) but is in the log", k, err)
@@ -127,13 +129,16 @@ func TestConcurrentProduceFlushClose(t *testing.T) {
 			}
 		}()
 	}
+	// Flush waits only for records produced before it, so it returns under
+	// the producers' steady load (and at once after Close).
+	flushErrs := make(chan error, 4*20)
 	for range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for range 20 {
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-				_ = p.Flush(ctx) // may time out: only races matter here
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				flushErrs <- p.Flush(ctx)
 				cancel()
 			}
 		}()
@@ -154,6 +159,10 @@ func TestConcurrentProduceFlushClose(t *testing.T) {
 	}
 	closers.Wait()
 	wg.Wait()
+	close(flushErrs)
+	for err := range flushErrs {
+		require.NoError(t, err, "Flush under load")
+	}
 	o.waitAll(t)
 	for i, err := range closeErrs {
 		if err != nil {
@@ -199,7 +208,7 @@ func TestCloseWithEveryBrokerUnreachable(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Learn the metadata and connect first.
-			if err := p.ProduceSync(context.Background(), &Record{Topic: "t", Value: []byte("warm")}); err != nil {
+			if err := p.ProduceSync(context.Background(), &Record{Topic: "t", Value: []byte("warm")}).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
 			switch how {

@@ -18,9 +18,26 @@
 // wait. [Producer.Stats] and [Producer.InFlightLimit] show the learned
 // windows.
 //
-// Concurrency: a Producer is safe for concurrent use. One sender goroutine
-// talks to the brokers; callbacks run one at a time on a callback goroutine,
-// in order within each partition, and must not block. Calls that can block
-// take a context first; cancelling it stops the wait, never a record whose
-// fate is unknown.
+// Blocking and contexts: Produce blocks only while buffer.memory is full,
+// until its context is done (TryProduce never blocks). ProduceSync returns
+// when its records have their outcomes or soon after its context ends,
+// withdrawing the records not yet sent and reporting the ones in flight as
+// such. Flush waits for the records produced before it; Close flushes and
+// then fails what is left with ErrClosed when its context ends. Cancelling
+// a context never fails a record that was sent (its fate would be
+// unknown): such records complete in the background.
+//
+// Copies: the bytes of a record's Key, Value and header values are copied
+// before Produce returns; the Record itself belongs to the producer until
+// its callback has run.
+//
+// Goroutines: a Producer is safe for concurrent use. One sender goroutine
+// talks to the brokers; callbacks run one at a time on a callback goroutine
+// owned by the producer, in Produce order within each partition, and must
+// not block. From a callback, Produce and TryProduce may be called; Flush,
+// ProduceSync and Close return ErrInCallback instead of deadlocking.
+//
+// Partitions: a record goes to the partition of its key (murmur2, as the
+// Java client), or, without a key, to a sticky partition; only
+// [Record.SetPartition] chooses one explicitly.
 package producer

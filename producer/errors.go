@@ -47,6 +47,12 @@ var ErrBufferFull = errors.New("producer: buffer.memory full")
 // sent.
 var ErrTopicMetadata = errors.New("producer: topic metadata unavailable")
 
+// ErrInFlight is wrapped, with the context's error, in the
+// [*DeliveryError] (marked FateUnknown) of a [Producer.ProduceSync] record
+// that had been sent when the context ended: it could not be withdrawn and
+// completes in the background.
+var ErrInFlight = errors.New("producer: still in flight when the context ended")
+
 // ErrInCallback is returned by [Producer.Flush], [Producer.ProduceSync] and
 // [Producer.Close] when called from a record callback: they wait for
 // callbacks to run, and callbacks run one at a time on the goroutine that

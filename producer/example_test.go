@@ -52,7 +52,7 @@ func Example() {
 				done <- "failed: " + err.Error()
 				return
 			}
-			done <- fmt.Sprintf("%s at partition %d, offset %d", r.Value, r.Partition, r.Offset)
+			done <- fmt.Sprintf("%s at partition %d, offset %d", r.Value, r.Partition(), r.Offset)
 		})
 	}
 	if err := p.Flush(ctx); err != nil {
@@ -81,11 +81,11 @@ func ExampleProducer_ProduceSync() {
 
 	a := &producer.Record{Topic: "events", Key: []byte("user-1"), Value: []byte("signed up")}
 	b := &producer.Record{Topic: "events", Key: []byte("user-1"), Value: []byte("logged in")}
-	if err := p.ProduceSync(context.Background(), a, b); err != nil {
+	if err := p.ProduceSync(context.Background(), a, b).FirstErr(); err != nil {
 		log.Fatal(err)
 	}
 	// The same key lands on the same partition, in order.
-	fmt.Println(a.Partition == b.Partition, b.Offset-a.Offset)
+	fmt.Println(a.Partition() == b.Partition(), b.Offset-a.Offset)
 	// Output: true 1
 }
 
@@ -110,7 +110,7 @@ func ExampleProducer_Stats() {
 	fmt.Println("before:", p.InFlightLimit("events", 0))
 	r := &producer.Record{Topic: "events", Value: []byte("hello")}
 	r.SetPartition(0)
-	if err := p.ProduceSync(context.Background(), r); err != nil {
+	if err := p.ProduceSync(context.Background(), r).FirstErr(); err != nil {
 		log.Fatal(err)
 	}
 	for _, ps := range p.Stats().Partitions {
@@ -142,7 +142,7 @@ func ExampleNewFromProperties() {
 	}
 	defer p.Close(context.Background())
 	r := &producer.Record{Topic: "events", Key: []byte("k"), Value: []byte("v")}
-	fmt.Println(p.ProduceSync(context.Background(), r))
+	fmt.Println(p.ProduceSync(context.Background(), r).FirstErr())
 
 	props["acks"] = "1" // idempotence needs acks=all
 	_, err = producer.NewFromProperties(props)

@@ -158,7 +158,7 @@ func (tr *tracker) checkLog(c *broker.Cluster, topic string, partition int32) lo
 		}
 	}
 	for key, r := range tr.acked {
-		if r.Partition == partition && r.Topic == topic && seen[key] == 0 {
+		if r.Partition() == partition && r.Topic == topic && seen[key] == 0 {
 			lc.lost++
 			lc.problems = append(lc.problems, "acknowledged but not in log: "+key)
 		}

@@ -32,7 +32,7 @@ func benchLoop(b *testing.B, p *Producer, size int) (failed int64) {
 	ctx := context.Background()
 	// One record through first: metadata, producer id and the connection
 	// are not what the benchmark measures.
-	if err := p.ProduceSync(ctx, &Record{Topic: "bench", Value: value}); err != nil {
+	if err := p.ProduceSync(ctx, &Record{Topic: "bench", Value: value}).FirstErr(); err != nil {
 		b.Fatalf("warm-up record: %v", err)
 	}
 	var before, after runtime.MemStats

@@ -24,15 +24,20 @@ type Producer struct {
 	lim *inflight.Limiter
 	mem *semaphore.Weighted
 
-	mu          sync.Mutex // guards the following
-	topics      map[string]*topicState
-	active      []*partitionState // partitions holding buffered batches
-	closed      bool
-	closing     atomic.Bool   // closed, readable without mu
-	outstanding int64         // records accepted and not yet called back
-	idle        chan struct{} // closed while outstanding == 0
-	flushing    int           // Flush calls waiting: linger is skipped
-	nodes       map[int32]*nodeState
+	mu        sync.Mutex // guards the following
+	topics    map[string]*topicState
+	active    []*partitionState // partitions holding buffered batches
+	closed    bool
+	closing   atomic.Bool   // closed, readable without mu
+	closeDone chan struct{} // closed when the first Close returns
+	nodes     map[int32]*nodeState
+
+	// Flush's bookkeeping (flush.go), guarded by mu.
+	gen          uint64        // generation of records accepted now
+	gens         []genCount    // outstanding records per generation, oldest first
+	flushWaiters []flushWaiter // Flush calls waiting
+	flushedGen   uint64        // newest generation a Flush was called for
+	flushed      bool          // flushedGen is set
 
 	wake chan struct{} // buffered(1): tells the sender to look again
 	evMu sync.Mutex    // guards events
@@ -92,12 +97,11 @@ func newProducer(cfg config) (*Producer, error) {
 		mem:        semaphore.NewWeighted(cfg.bufferMemory),
 		topics:     make(map[string]*topicState),
 		nodes:      make(map[int32]*nodeState),
-		idle:       make(chan struct{}),
+		closeDone:  make(chan struct{}),
 		wake:       make(chan struct{}, 1),
 		quit:       make(chan struct{}),
 		senderDone: make(chan struct{}),
 	}
-	close(p.idle)
 	invalidSeen := make(map[string]bool) // log each broker bug once
 	var invalidMu sync.Mutex
 	lim, err := inflight.New(inflight.Config{
@@ -131,22 +135,36 @@ func newProducer(cfg config) (*Producer, error) {
 
 // Produce buffers r for sending and calls cb exactly once with the outcome.
 //
-// It does not wait for the broker. It blocks only while buffer.memory is
-// full, until ctx is done; then cb gets ctx's error and the record is not
-// sent. A record that is invalid or too large, or produced after Close,
-// fails at once through cb.
+// Blocking: Produce does not wait for the broker or for metadata. It blocks
+// only while buffer.memory is full, until room frees up or ctx is done; if
+// ctx ends first, cb gets ctx's error (wrapped) and the record is not sent.
+// ctx has no other effect: cancelling it after Produce returned does not
+// touch the record. A record that is nil, has no topic, is larger than
+// max.request.size or buffer.memory, or is produced after Close fails at
+// once through cb ([ErrInvalidRecord], [ErrRecordTooLarge], [ErrClosed]).
 //
-// Callbacks run one at a time on one goroutine, in order within each
-// partition; they must not block (hand slow work to another goroutine). A
-// nil cb ignores the outcome. On success r.Partition and r.Offset are set.
-// Cancelling ctx after Produce returned has no effect on r: a buffered
-// record is never failed because of its Produce context.
+// Ownership: the bytes of r.Key, r.Value and the header values are copied
+// before Produce returns, so their buffers may be reused at once. The
+// Record itself belongs to the producer until cb runs: do not change or
+// read it meanwhile. Produce sets r.Offset to -1; cb sees r.Offset and
+// [Record.Partition] set on success, r.Offset -1 on failure.
+//
+// Callbacks run one at a time on one goroutine owned by the producer (not
+// the caller's), in Produce order within each partition; records that fail
+// before being placed in a partition (invalid, closed, no metadata) are
+// called back from the same goroutine, except after Close has returned,
+// when Produce calls cb itself before returning. A callback must not block: hand slow
+// work to another goroutine. It may call Produce and TryProduce, but
+// [Producer.Flush], [Producer.ProduceSync] and [Producer.Close], which wait
+// for callbacks, return [ErrInCallback] from a callback instead of
+// deadlocking. A nil cb ignores the outcome.
 func (p *Producer) Produce(ctx context.Context, r *Record, cb Callback) {
 	p.produce(ctx, r, cb, true)
 }
 
 // TryProduce is like Produce but never blocks: when buffer.memory is full
-// cb gets [ErrBufferFull] at once.
+// cb gets [ErrBufferFull] (from the callback goroutine) and the record is
+// not sent.
 func (p *Producer) TryProduce(r *Record, cb Callback) {
 	p.produce(context.Background(), r, cb, false)
 }
@@ -159,6 +177,10 @@ func (p *Producer) produce(ctx context.Context, r *Record, cb Callback, block bo
 		cb(r, fmt.Errorf("%w: nil record", ErrInvalidRecord))
 		return
 	}
+	if !r.fixedPartition {
+		r.hasPartition = false // a reused Record: the partitioner picks again
+	}
+	r.Offset = -1 // until written
 	if r.Topic == "" {
 		p.reject(r, cb, fmt.Errorf("%w: empty topic", ErrInvalidRecord))
 		return
@@ -193,14 +215,11 @@ func (p *Producer) produce(ctx context.Context, r *Record, cb Callback, block bo
 		return
 	}
 	err := p.appendLocked(r, cb, size)
+	p.mu.Unlock()
 	if err != nil {
-		p.mu.Unlock()
 		p.mem.Release(int64(size))
 		p.reject(r, cb, err)
-		return
 	}
-	p.addOutstandingLocked(1)
-	p.mu.Unlock()
 }
 
 // reject fails a record that was never accepted. Before Close returns the
@@ -211,100 +230,78 @@ func (p *Producer) reject(r *Record, cb Callback, err error) {
 	}
 }
 
-// ProduceSync produces records and waits for all of them. It returns the
-// first error, or nil if every record was written; each record's Partition
-// and Offset are set on success.
-func (p *Producer) ProduceSync(ctx context.Context, records ...*Record) error {
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	wg.Add(len(records))
-	for _, r := range records {
-		p.Produce(ctx, r, func(_ *Record, err error) {
-			if err != nil {
-				mu.Lock()
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-			}
-			wg.Done()
-		})
-	}
-	wg.Wait()
-	return first
-}
-
-// Flush sends every buffered record without waiting for linger.ms and waits
-// until all records produced before the call have been called back, or ctx
-// is done. Cancelling ctx stops the wait only: records stay buffered and
-// keep going.
+// Flush seals every batch holding records produced before the call, so
+// they are sent without waiting for linger.ms, and waits until each of those
+// records has been called back, or ctx is done. Records produced after the
+// call, by any goroutine, are not waited for and keep their linger.ms, so
+// Flush returns under steady load. It returns nil once the records are
+// called back, whatever their outcomes (the callbacks tell those), and
+// ctx's error, wrapped, if ctx ended first: cancelling stops the wait only,
+// the records stay buffered and keep going. It returns [ErrInCallback],
+// without waiting, when called from a record callback.
 func (p *Producer) Flush(ctx context.Context) error {
+	if p.cbs.onCallbackGoroutine() {
+		return ErrInCallback
+	}
 	p.mu.Lock()
-	p.flushing++
-	idle := p.idle
+	done := p.startFlushLocked()
 	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		p.flushing--
-		p.mu.Unlock()
-	}()
 	p.wakeSender()
 	select {
-	case <-idle:
+	case <-done:
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("producer: flush: %w", ctx.Err())
 	}
 }
 
-// Close flushes, then stops the producer and releases its connections and
-// goroutines. Records still not delivered when ctx is done fail with
-// [ErrClosed] (as a [*DeliveryError] marked FateUnknown when they had been
-// sent). Every record gets its callback before Close returns. Close is safe
-// to call more than once; later calls return nil at once.
+// Close stops the producer: it stops accepting records (later Produce calls
+// fail with [ErrClosed] through their callback), flushes as Flush does,
+// waiting until ctx is done at most, then fails what is still undelivered
+// with [ErrClosed] (as a [*DeliveryError] marked FateUnknown when it had
+// been sent), closes the connections and ends the producer's goroutines.
+// Every record's callback has run when Close returns. It returns nil when
+// everything was delivered before ctx ended, else an error wrapping ctx's.
+//
+// Close may be called more than once and from several goroutines: a later
+// call waits until the first has finished and returns nil, or returns
+// ctx's error, wrapped, if its own ctx ends first. It returns
+// [ErrInCallback], without closing, when called from a record callback.
 func (p *Producer) Close(ctx context.Context) error {
+	if p.cbs.onCallbackGoroutine() {
+		return ErrInCallback
+	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		<-p.senderDone
-		return nil
+		select {
+		case <-p.closeDone:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("producer: close: waiting for another Close: %w", ctx.Err())
+		}
 	}
 	p.closed = true
 	p.closing.Store(true)
+	done := p.startFlushLocked() // no record is accepted from now on
 	p.mu.Unlock()
+	p.wakeSender()
 
-	err := p.Flush(ctx)
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
 	close(p.quit)
 	p.wakeSender()
 	<-p.senderDone
 	p.cbs.close()
+	close(p.closeDone)
 	if err != nil {
 		return fmt.Errorf("producer: close: undelivered records failed: %w", err)
 	}
 	return nil
-}
-
-// addOutstandingLocked counts accepted records; Flush waits for zero.
-func (p *Producer) addOutstandingLocked(n int64) {
-	before := p.outstanding
-	p.outstanding += n
-	switch {
-	case before == 0 && p.outstanding > 0:
-		p.idle = make(chan struct{})
-	case before > 0 && p.outstanding == 0:
-		close(p.idle)
-	case p.outstanding < 0:
-		panic("producer: more callbacks than records")
-	}
-}
-
-func (p *Producer) recordsDone(n int) {
-	p.mu.Lock()
-	p.addOutstandingLocked(-int64(n))
-	p.mu.Unlock()
 }
 
 func (p *Producer) wakeSender() {

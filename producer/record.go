@@ -30,29 +30,45 @@ type Record struct {
 	// Timestamp is the record's create time; the zero value means now.
 	Timestamp time.Time
 
-	// Partition is the partition the record was written to, filled in before
-	// the callback runs. It is an input only after [Record.SetPartition]; a
-	// zero value never silently means partition 0.
-	Partition int32
-	// Offset is the record's offset, filled in on success. It is -1 when the
-	// broker acknowledged a retry as a duplicate without telling the offset
+	// Offset is the record's offset, set before a successful callback. It
+	// is -1 after a failure, and after a success when the broker
+	// acknowledged a retry as a duplicate without telling the offset
 	// (brokers older than 1.1 do that).
 	Offset int64
 
-	fixedPartition bool
+	// partition is where the record goes: set by SetPartition, or by the
+	// partitioner when Produce places the record. Unexported so that no one
+	// can set a field that the partitioner would then silently ignore.
+	partition      int32
+	hasPartition   bool // partition is set
+	fixedPartition bool // SetPartition was called
 }
 
-// SetPartition asks for the record to be written to partition p instead of
-// the one the partitioner would pick.
+// SetPartition makes the record go to partition p instead of the one the
+// partitioner would pick (keyed records included). It is the only way to
+// choose a partition; a partition the topic does not have fails the record
+// with [ErrInvalidRecord].
 func (r *Record) SetPartition(p int32) {
-	r.Partition = p
-	r.fixedPartition = true
+	r.partition = p
+	r.hasPartition, r.fixedPartition = true, true
+}
+
+// Partition returns the record's partition: the one [Record.SetPartition]
+// asked for, or, once Produce has placed the record, the one the
+// partitioner picked (so always in a successful callback). It is -1 for a
+// record neither placed nor given a partition, for example one that failed
+// while its topic's partitions were unknown.
+func (r *Record) Partition() int32 {
+	if !r.hasPartition {
+		return -1
+	}
+	return r.partition
 }
 
 // PartitionFixed reports whether [Record.SetPartition] chose the partition.
 func (r *Record) PartitionFixed() bool { return r.fixedPartition }
 
 // Callback receives the outcome of one record: err is nil on success, with
-// r.Partition and r.Offset filled in. See [Producer.Produce] for when and
+// r.Partition() and r.Offset filled in. See [Producer.Produce] for when and
 // where callbacks run.
 type Callback func(r *Record, err error)

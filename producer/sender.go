@@ -189,7 +189,7 @@ func earliest(a, b time.Time) time.Time {
 func (s *sender) sendReady(now time.Time) (next time.Time) {
 	p := s.p
 	p.mu.Lock()
-	flushAll := p.flushing > 0 || p.closed
+	flushAll := p.closed // Flush seals what it waits for itself (flush.go)
 	s.active = s.active[:0]
 	keep := p.active[:0]
 	for _, ps := range p.active {

@@ -145,7 +145,7 @@ func (l *longhaulLoop) run(ctx context.Context, st *caseState) {
 		default:
 			r = &producer.Record{Topic: l.cfg.topic, Value: l.value}
 		}
-		r.Partition, r.Offset = 0, 0
+		// Produce resets a reused record's partition and offset itself.
 		r.Timestamp = time.Now()
 		l.p.Produce(ctx, r, cb)
 	}

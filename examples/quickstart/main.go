@@ -127,7 +127,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			return
 		}
-		ranges[r.Partition] = ranges[r.Partition].add(r.Offset)
+		ranges[r.Partition()] = ranges[r.Partition()].add(r.Offset)
 	}
 	produced := 0
 	for i := 0; i < o.records && ctx.Err() == nil; i++ {

@@ -64,7 +64,7 @@ func testLonghaulProduceVersion(t *testing.T, c *Cluster) {
 		r.SetPartition(int32(i % partitions))
 		recs = append(recs, r)
 	}
-	if err := p.ProduceSync(ctx, recs...); err != nil {
+	if err := p.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatalf("ProduceSync: %v", err)
 	}
 	vs, counts := sn.produceVersions()
@@ -132,7 +132,7 @@ func testLonghaulMillionThroughProxyWithCuts(t *testing.T, c *Cluster) {
 	warm.SetPartition(0)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := p.ProduceSync(ctx, warm); err != nil {
+	if err := p.ProduceSync(ctx, warm).FirstErr(); err != nil {
 		t.Fatalf("warm-up: %v", err)
 	}
 	before := c.Proxy(0).Stats()

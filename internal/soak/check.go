@@ -68,7 +68,7 @@ func (b *book) done(seq uint64, r *producer.Record, err error, topics []string) 
 		return // counted as a bad callback; keep the first outcome
 	}
 	b.outstanding -= int64(st.size)
-	st.part = r.Partition
+	st.part = r.Partition()
 	if err == nil {
 		st.status, st.offset = stAcked, r.Offset
 		return

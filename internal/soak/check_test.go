@@ -71,7 +71,9 @@ func TestCheckerNegativeControl(t *testing.T) {
 	b := &book{}
 	for range 3 {
 		seq := b.add(0, 0)
-		b.done(seq, &producer.Record{Partition: 0, Offset: int64(seq)}, nil, []string{"t"})
+		r := &producer.Record{Offset: int64(seq)}
+		r.SetPartition(0)
+		b.done(seq, r, nil, []string{"t"})
 	}
 	mk := func(seqs ...uint64) []logRecord {
 		var l []logRecord
@@ -206,7 +208,7 @@ func TestWindowCheckSeesRealExcess(t *testing.T) {
 		recs[i] = &producer.Record{Topic: "w20", Value: encodeValue(0, uint64(i), 100)}
 		recs[i].SetPartition(0)
 	}
-	if err := p.ProduceSync(context.Background(), recs...); err != nil {
+	if err := p.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	w.closeSegment(time.Now())

@@ -1,0 +1,106 @@
+package producer
+
+// Flush waits for the records produced before it, not for the producer to
+// go idle: under steady load from other goroutines the producer never goes
+// idle. Every accepted record carries the generation current when it was
+// accepted; each Flush call starts a new generation and waits until no
+// record of its generation or an earlier one is outstanding.
+
+// genCount is how many accepted records of one generation are not yet
+// called back.
+type genCount struct {
+	gen uint64
+	n   int64
+}
+
+// flushWaiter is a Flush call waiting for generations up to gen.
+type flushWaiter struct {
+	gen  uint64
+	done chan struct{}
+}
+
+// acceptLocked counts one accepted record in the current generation and
+// returns that generation. Called with p.mu held.
+func (p *Producer) acceptLocked() uint64 {
+	if k := len(p.gens); k > 0 && p.gens[k-1].gen == p.gen {
+		p.gens[k-1].n++
+	} else {
+		p.gens = append(p.gens, genCount{gen: p.gen, n: 1})
+	}
+	return p.gen
+}
+
+// doneLocked counts n records of generation gen as called back and releases
+// the Flush calls that no longer wait for anything. Called with p.mu held.
+func (p *Producer) doneLocked(gen uint64, n int64) {
+	i := 0
+	for i < len(p.gens) && p.gens[i].gen != gen {
+		i++
+	}
+	if i == len(p.gens) || p.gens[i].n < n {
+		panic("producer: more callbacks than records")
+	}
+	p.gens[i].n -= n
+	if i != 0 {
+		return
+	}
+	k := 0
+	for k < len(p.gens) && p.gens[k].n == 0 {
+		k++
+	}
+	if k == 0 {
+		return
+	}
+	p.gens = append(p.gens[:0], p.gens[k:]...)
+	keep := p.flushWaiters[:0]
+	for _, w := range p.flushWaiters {
+		if len(p.gens) == 0 || p.gens[0].gen > w.gen {
+			close(w.done)
+			continue
+		}
+		keep = append(keep, w)
+	}
+	clear(p.flushWaiters[len(keep):])
+	p.flushWaiters = keep
+}
+
+// recordsDone counts the records of one completion as called back.
+func (p *Producer) recordsDone(recs []pendingRecord, gen uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if recs == nil {
+		p.doneLocked(gen, 1)
+		return
+	}
+	// A batch's records were appended in order, so generations come in runs.
+	for i := 0; i < len(recs); {
+		j := i + 1
+		for j < len(recs) && recs[j].gen == recs[i].gen {
+			j++
+		}
+		p.doneLocked(recs[i].gen, int64(j-i))
+		i = j
+	}
+}
+
+// startFlushLocked begins a Flush: a new generation starts, every open batch
+// is sealed (records produced before the call do not wait for linger.ms;
+// later records get a fresh batch and their own linger), and the returned
+// channel is closed once every record of an earlier generation has been
+// called back. Records still waiting for their topic's partitions are
+// sealed when they are placed (setPartitionsLocked). Called with p.mu held.
+func (p *Producer) startFlushLocked() <-chan struct{} {
+	g := p.gen
+	p.gen++
+	p.flushedGen, p.flushed = g, true
+	for _, ps := range p.active {
+		p.sealLocked(ps)
+	}
+	done := make(chan struct{})
+	if len(p.gens) == 0 || p.gens[0].gen > g {
+		close(done)
+		return done
+	}
+	p.flushWaiters = append(p.flushWaiters, flushWaiter{gen: g, done: done})
+	return done
+}
