@@ -93,6 +93,7 @@ type partitionState struct {
 	failures      int       // consecutive failures, for backoff
 	lastAck       time.Time // last acknowledgement, for the idle re-arm
 	ackedUpTo     uint64    // 1 + the highest ord acknowledged, 0 before any
+	doubtUpTo     uint64    // 1 + the highest ord failed as FateUnknown, 0 before any
 	report        []*batch  // sent batches not yet called back, in ord order
 	sealedCount   int       // len(sealed) as last seen by the sender
 

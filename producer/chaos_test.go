@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"sort"
@@ -78,13 +79,15 @@ type chaosSchedule struct {
 	producers int
 	window    int
 	old       int32 // node in old (pre-KIP-1269) mode, -1 none
-	kafka24   int32 // node in Kafka 2.4 mode, -1 none
+	kafka24   int32 // node in Kafka 2.4 mode, -1 none; chaosNodes: every node
 	steps     []chaosStep
 	// lostTime is the most time the faults can cost one partition in
 	// request timeouts: each dropped response costs a request timeout,
 	// each stall its length. Beyond delivery.timeout.ms a record may
 	// honestly time out.
 	lostTime time.Duration
+	// regress brings back one of issue 12's bugs (negative controls).
+	regress regressions
 }
 
 func (s *chaosSchedule) String() string {
@@ -110,8 +113,11 @@ func drawSchedule(seed uint64) *chaosSchedule {
 	if rng.IntN(3) == 0 {
 		s.old = 2
 	}
-	if rng.IntN(4) == 0 {
+	switch rng.IntN(8) {
+	case 0, 1:
 		s.kafka24 = 1
+	case 2:
+		s.kafka24 = chaosNodes // a whole pre-2.5 cluster: no KIP-360 bump anywhere
 	}
 	at := func() time.Duration { return time.Duration(rng.Int64N(int64(chaosSpan))) }
 	part := func() int32 { return rng.Int32N(chaosParts) }
@@ -129,29 +135,11 @@ func drawSchedule(seed uint64) *chaosSchedule {
 	// Fault bursts.
 	for range 1 + rng.IntN(6) {
 		t := at()
-		switch k := rng.IntN(10); k {
+		switch k := rng.IntN(11); k {
 		case 0, 1, 2: // scripted answers for consecutive batches
 			p := part()
-			var answers []broker.Answer
-			var names []string
-			for range 1 + rng.IntN(4) {
-				var a broker.Answer
-				switch rng.IntN(4) {
-				case 0:
-					a = broker.Answer{Mode: broker.Normal}
-					names = append(names, "ok")
-				case 1:
-					e := afterAppendCodes[rng.IntN(len(afterAppendCodes))]
-					a = broker.Answer{Code: e.Code, Mode: broker.AppendThenFail}
-					names = append(names, e.Message+"(appended)")
-				default:
-					e := produceErrorCodes[rng.IntN(len(produceErrorCodes))]
-					a = broker.Answer{Code: e.Code}
-					names = append(names, e.Message)
-				}
-				answers = append(answers, a)
-			}
-			add(t, fmt.Sprintf("partition %d answers %s", p, strings.Join(names, ", ")), func(c *broker.Cluster, _ *chaosRun) {
+			answers, names := drawAnswers(rng)
+			add(t, fmt.Sprintf("partition %d answers %s", p, names), func(c *broker.Cluster, _ *chaosRun) {
 				c.ScriptAnswers(chaosTopic, p, answers...)
 			})
 		case 3:
@@ -169,15 +157,40 @@ func drawSchedule(seed uint64) *chaosSchedule {
 			nd, d := node(), time.Duration(rng.Int64N(int64(2*chaosReqTimeout)))
 			s.lostTime += d + chaosReqTimeout
 			add(t, fmt.Sprintf("node %d stalls %v", nd, d), func(c *broker.Cluster, _ *chaosRun) { c.Stall(nd, d) })
-		case 6:
+		case 6, 10:
 			// A real broker expires only ids idle for
 			// producer.id.expiration.ms, far above delivery.timeout.ms:
 			// never one with a batch in doubt (that case is undetectable
 			// by any client; producer/DESIGN.md). So the producers go
 			// quiet past their delivery timeout first, virtual time.
-			add(t, "producers idle, then idle producer ids expire (KIP-854)", func(c *broker.Cluster, _ *chaosRun) {
+			what := "producers idle, then idle producer ids expire (KIP-854)"
+			var then func(*broker.Cluster, *chaosRun)
+			if rng.IntN(4) != 0 {
+				// ... and the first burst after the pause meets faults,
+				// while the broker has no state for the producer.
+				p, pi, n := part(), rng.IntN(s.producers), 20+rng.IntN(60)
+				answers, names := drawAnswers(rng)
+				if rng.IntN(4) != 0 {
+					// A batch refused for sure right behind the first:
+					// the trap of KAFKA-15591 if the first is in doubt.
+					e := notWrittenRetriable[rng.IntN(len(notWrittenRetriable))]
+					answers = append(answers[:1:1], append([]broker.Answer{{Code: e.Code}}, answers[1:]...)...)
+					first, _, _ := strings.Cut(names, ", ")
+					rest := names[len(first):]
+					names = first + ", " + e.Message + rest
+				}
+				what += fmt.Sprintf("; partition %d answers %s; producer %d: %d records to it", p, names, pi, n)
+				then = func(c *broker.Cluster, r *chaosRun) {
+					c.ScriptAnswers(chaosTopic, p, answers...)
+					r.ledgers[pi].produce(r.producers[pi], p, n, chaosRecordSize)
+				}
+			}
+			add(t, what, func(c *broker.Cluster, r *chaosRun) {
 				time.Sleep(chaosExpiry + chaosReqTimeout)
 				c.ExpireIdleProducerIDs(chaosExpiry)
+				if then != nil {
+					then(c, r)
+				}
 			})
 		case 7, 8:
 			p, nd := part(), node()
@@ -191,6 +204,44 @@ func drawSchedule(seed uint64) *chaosSchedule {
 	return s
 }
 
+// notWrittenRetriable are retriable codes Kafka answers before appending.
+var notWrittenRetriable = []*kerr.Error{kerr.NotEnoughReplicas, kerr.LeaderNotAvailable, kerr.CorruptMessage, kerr.FencedLeaderEpoch}
+
+// chaosLogger logs producer i's debug output to stderr when
+// LONGHAUL_CHAOS_LOG is set (to rerun one failing seed), else nothing.
+func chaosLogger(i int) *slog.Logger {
+	if os.Getenv("LONGHAUL_CHAOS_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("producer", i)
+}
+
+// drawAnswers draws a burst of answers for consecutive batches of a
+// partition: ok, an error after appending, or an error without appending,
+// from the whole vocabulary.
+func drawAnswers(rng *rand.Rand) ([]broker.Answer, string) {
+	var answers []broker.Answer
+	var names []string
+	for range 1 + rng.IntN(4) {
+		var a broker.Answer
+		switch rng.IntN(4) {
+		case 0:
+			a = broker.Answer{Mode: broker.Normal}
+			names = append(names, "ok")
+		case 1:
+			e := afterAppendCodes[rng.IntN(len(afterAppendCodes))]
+			a = broker.Answer{Code: e.Code, Mode: broker.AppendThenFail}
+			names = append(names, e.Message+"(appended)")
+		default:
+			e := produceErrorCodes[rng.IntN(len(produceErrorCodes))]
+			a = broker.Answer{Code: e.Code}
+			names = append(names, e.Message)
+		}
+		answers = append(answers, a)
+	}
+	return answers, strings.Join(names, ", ")
+}
+
 // runSchedule runs s inside the current synctest bubble and returns every
 // violation found.
 func runSchedule(t *testing.T, s *chaosSchedule) []string {
@@ -199,7 +250,11 @@ func runSchedule(t *testing.T, s *chaosSchedule) []string {
 	if s.old >= 0 {
 		cfg.OldNodes = []int32{s.old}
 	}
-	if s.kafka24 >= 0 {
+	if s.kafka24 == chaosNodes {
+		for nd := range int32(chaosNodes) {
+			cfg.Kafka24Nodes = append(cfg.Kafka24Nodes, nd)
+		}
+	} else if s.kafka24 >= 0 {
 		cfg.Kafka24Nodes = []int32{s.kafka24}
 	}
 	c, n := memCluster(t, cfg)
@@ -208,7 +263,9 @@ func runSchedule(t *testing.T, s *chaosSchedule) []string {
 		p, err := New(BootstrapServers(c.Addr()), Dialer(n.Dial), Linger(time.Duration(i)*time.Millisecond),
 			RetryBackoff(5*time.Millisecond), RetryBackoffMax(50*time.Millisecond),
 			RequestTimeout(chaosReqTimeout), DeliveryTimeout(chaosDelivery),
-			MaxInFlightRequestsPerConnection(20), BatchSize(512), BufferMemory(1<<20))
+			MaxInFlightRequestsPerConnection(20), BatchSize(512), BufferMemory(1<<20),
+			optFunc(func(c *config) error { c.regress = s.regress; return nil }),
+			Logger(chaosLogger(i)))
 		require.NoError(t, err)
 		run.producers = append(run.producers, p)
 		run.ledgers = append(run.ledgers, newLedger(fmt.Sprintf("p%d", i), chaosTopic))

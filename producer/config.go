@@ -50,7 +50,8 @@ type config struct {
 	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	// Test hooks, unexported on purpose.
-	unsafeFixedWindow int // >0: ignore learned windows and the gate (negative controls)
+	unsafeFixedWindow int         // >0: ignore learned windows and the gate (negative controls)
+	regress           regressions // bugs brought back for negative controls (regress.go)
 }
 
 // property is one row of the configuration table: a Kafka property name,

@@ -178,7 +178,7 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult) {
 			}
 			continue
 		}
-		if err := checkPartitions(tm.Partitions); err != nil {
+		if err := checkPartitions(tm.Partitions); err != nil && !s.cfg.regress.metadataUnchecked {
 			// A broker bug or a hostile answer: keep what we knew.
 			s.p.log.Warn("ignoring unusable metadata for a topic", "topic", name, "err", err)
 			again = true
@@ -292,7 +292,7 @@ func (s *sender) startInit(pid int64, epoch int16) {
 	s.idBusy = true
 	s.runControl(func(ctx context.Context, c *protocol.Conn) (func(), error) {
 		asked := pid
-		if v, ok := c.Version(22); ok && v < 3 && pid >= 0 {
+		if v, ok := c.Version(22); ok && v < 3 && pid >= 0 && !s.cfg.regress.bumpOnOldBrokers {
 			// Brokers before Kafka 2.5 (no KIP-360) cannot bump the epoch
 			// of an existing id: a new id does the same job, every
 			// partition's sequence starting again at 0.
@@ -349,15 +349,16 @@ func (s *sender) initDone(askedPID, id int64, epoch int16, code int16) {
 // renumber gives every unacknowledged batch, partition by partition, new
 // sequence numbers from 0 under the new epoch. Nothing is in flight, and no
 // waiting batch may be in the log (resolving). A waiting batch older than
-// one the broker acknowledged fails with ErrOrderLost instead: written now,
-// it would land after its successors.
+// one the broker acknowledged, or one that failed and may be in the log,
+// fails with ErrOrderLost instead: written now, it would (or could) land
+// after its successors.
 func (s *sender) renumber() {
 	s.p.mu.Lock()
 	defer s.p.mu.Unlock()
 	for _, t := range s.p.topics {
 		for _, ps := range t.parts {
 			for i := 0; i < len(ps.retry); {
-				if b := ps.retry[i]; b.ord < ps.ackedUpTo {
+				if b := ps.retry[i]; b.ord < max(ps.ackedUpTo, ps.doubtUpTo) && !s.cfg.regress.orderLostLeadingOnly {
 					s.failBatch(b, fmt.Errorf("%w (last error: %w)", ErrOrderLost, b.lastErr), b.maybeWritten)
 					continue
 				}

@@ -17,11 +17,12 @@ var ErrClosed = errors.New("producer: closed")
 var ErrDeliveryTimeout = errors.New("producer: delivery.timeout.ms expired")
 
 // ErrOrderLost is the error of records that were not written and can no
-// longer be written in order: the broker wrote a later batch of their
-// partition first, which happens when it had lost this producer's state
-// (KIP-854 producer-id expiry, a leader without our state) while several
-// batches were in flight. It is wrapped in a [DeliveryError]; the records
-// are not in the log and may be produced again, after the later ones.
+// longer be written in order: a later batch of their partition was written
+// first (or may have been: it failed with FateUnknown), which happens when
+// the broker had lost this producer's state (KIP-854 producer-id expiry, a
+// leader without our state) while several batches were in flight. It is
+// wrapped in a [DeliveryError]; the records are not in the log and may be
+// produced again, after the later ones.
 var ErrOrderLost = errors.New("producer: a later batch was written first (broker lost the producer state); not written, to keep order")
 
 // ErrRecordTooLarge is the error of a record whose encoded size exceeds

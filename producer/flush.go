@@ -97,6 +97,9 @@ func (p *Producer) startFlushLocked() <-chan struct{} {
 		p.sealLocked(ps)
 	}
 	done := make(chan struct{})
+	if p.cfg.regress.flushWaitsAll {
+		g = ^uint64(0) // wait until nothing at all is outstanding
+	}
 	if len(p.gens) == 0 || p.gens[0].gen > g {
 		close(done)
 		return done

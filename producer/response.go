@@ -128,7 +128,7 @@ func (s *sender) facts(b *batch) batchFacts {
 	ps := b.part
 	f := batchFacts{
 		maybeWritten: b.maybeWritten,
-		laterAcked:   ps.ackedUpTo > b.ord+1,
+		laterAcked:   ps.ackedUpTo > b.ord+1 && !s.cfg.regress.orderLostLeadingOnly,
 		newestSeq:    ps.nextOrd == b.ord+1,
 		records:      len(b.records),
 	}
@@ -153,6 +153,9 @@ func (s *sender) facts(b *batch) batchFacts {
 func (s *sender) batchRejected(b *batch, code int16, cause error, hint *kmsg.ProduceResponseTopicPartitionCurrentLeader, now time.Time) {
 	ps := b.part
 	v := judge(code, s.facts(b))
+	if s.cfg.regress.notLeaderNotWritten && lookupCode(code).class == classLeader {
+		v.maybeWritten = b.maybeWritten
+	}
 	b.maybeWritten = v.maybeWritten
 	if v.refreshMetadata {
 		if hint != nil && hint.LeaderID >= 0 && hint.LeaderEpoch > ps.leaderEpoch {
@@ -212,6 +215,9 @@ func (s *sender) batchAcked(b *batch, baseOffset int64) {
 			s.failBatch(x, fmt.Errorf("%w (last error: %w)", ErrOrderLost, x.lastErr), false)
 			continue
 		}
+		if s.cfg.regress.orderLostLeadingOnly {
+			break
+		}
 		i++
 	}
 	for i := range b.records {
@@ -228,6 +234,9 @@ func (s *sender) batchAcked(b *batch, baseOffset int64) {
 // failBatch reports err for every record of b; b leaves the partition, and
 // its position (if it was ever sent) stops holding the limiter's window.
 func (s *sender) failBatch(b *batch, cause error, fateUnknown bool) {
+	if fateUnknown && b.attempts > 0 {
+		b.part.doubtUpTo = max(b.part.doubtUpTo, b.ord+1)
+	}
 	if b.attempts > 0 {
 		s.p.lim.Abandon(b.part.lim, b.ord)
 	}
@@ -258,8 +267,8 @@ func (s *sender) finish(b *batch, err error) {
 	b.done = true
 	b.err = err
 	ps := b.part
-	if !b.inReport {
-		if len(ps.report) == 0 {
+	if !b.inReport || s.cfg.regress.callbacksUnordered {
+		if len(ps.report) == 0 || s.cfg.regress.callbacksUnordered {
 			s.complete(b) // nothing earlier pending: the common case
 			return
 		}

@@ -352,7 +352,7 @@ func (s *sender) hasSendable(ps *partitionState) bool {
 // Batches certainly not in the log wait for the bump; sending one would
 // only be refused for the gap left by the batch that caused the bump.
 func (s *sender) retryIndex(ps *partitionState) int {
-	if !s.needBump {
+	if !s.needBump || s.cfg.regress.resolveOldestRetry && ps.unresolved() {
 		if len(ps.retry) > 0 {
 			return 0
 		}
@@ -364,6 +364,16 @@ func (s *sender) retryIndex(ps *partitionState) int {
 		}
 	}
 	return -1
+}
+
+// unresolved reports whether a batch waiting for retry may be in the log.
+func (ps *partitionState) unresolved() bool {
+	for _, b := range ps.retry {
+		if b.maybeWritten {
+			return true
+		}
+	}
+	return false
 }
 
 // canSendNow reports whether ps could send a new batch at once: a known

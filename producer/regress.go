@@ -1,0 +1,15 @@
+package producer
+
+// regressions brings back, one knob each, the bugs of issue 12 for the
+// negative controls in regress_test.go, which show that the regression
+// tests and the randomized mixed-fault test catch each of them. Only tests
+// set them (config.regress); all are false in production.
+type regressions struct {
+	orderLostLeadingOnly bool // 1: only leading unwritten retries fail as ErrOrderLost
+	resolveOldestRetry   bool // 2: during a bump, resend the oldest retry whatever it is
+	bumpOnOldBrokers     bool // 3: ask brokers without KIP-360 for an epoch bump
+	notLeaderNotWritten  bool // 4: leader errors taken as "certainly not written"
+	callbacksUnordered   bool // 5: callbacks released as batches complete
+	flushWaitsAll        bool // 6: Flush waits for everything, also later records
+	metadataUnchecked    bool // 7: partition lists used without checkPartitions
+}

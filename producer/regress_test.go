@@ -1,0 +1,103 @@
+package producer
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The negative controls of issue 12: each of its seven bugs, brought back by
+// a knob (regress.go), must make its regression test fail, and the
+// randomized mixed-fault test must find the ones it covers.
+
+// regressEnv names the knob a child test process turns on.
+const regressEnv = "LONGHAUL_REGRESS"
+
+var regressKnobs = map[string]struct {
+	set  func(*regressions)
+	test string // the regression test that must catch it
+	// chaos reports whether the randomized test's vocabulary covers it
+	// (bad metadata and Flush are not drawn in schedules).
+	chaos bool
+}{
+	"orderLostLeadingOnly": {func(r *regressions) { r.orderLostLeadingOnly = true }, "TestMixedFaultExpiredStateTimeoutThenNotEnoughReplicasKeepsOrder", true},
+	"resolveOldestRetry":   {func(r *regressions) { r.resolveOldestRetry = true }, "TestMixedFaultStalledBumpDoesNotBlockOtherPartitions", true},
+	"bumpOnOldBrokers":     {func(r *regressions) { r.bumpOnOldBrokers = true }, "TestMixedFaultPreKIP360BrokerTakesNewProducerID", true},
+	"notLeaderNotWritten":  {func(r *regressions) { r.notLeaderNotWritten = true }, "TestMixedFaultAppendedThenNotLeaderNotDuplicatedByBump", true},
+	"callbacksUnordered":   {func(r *regressions) { r.callbacksUnordered = true }, "TestMixedFaultCallbacksInOrderAfterLostResponse", true},
+	"flushWaitsAll":        {func(r *regressions) { r.flushWaitsAll = true }, "TestMixedFaultFlushUnderSteadyLoadReturns", false},
+	"metadataUnchecked":    {func(r *regressions) { r.metadataUnchecked = true }, "TestMixedFaultBadMetadataNeverPanics", false},
+}
+
+// regressFromEnv is the knob a parent test asked this process for.
+func regressFromEnv() regressions {
+	var r regressions
+	if k, ok := regressKnobs[os.Getenv(regressEnv)]; ok {
+		k.set(&r)
+	}
+	return r
+}
+
+// TestRegressionTestsCatchEachBug runs each regression test in a child
+// process with its bug brought back, and requires it to fail; the same test
+// passes in this process's run of the suite.
+func TestRegressionTestsCatchEachBug(t *testing.T) {
+	if os.Getenv(regressEnv) != "" {
+		t.Skip("in a child process")
+	}
+	for name, k := range regressKnobs {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+k.test+"$", "-test.count=1", "-test.timeout=2m")
+			cmd.Env = append(os.Environ(), regressEnv+"="+name)
+			out, err := cmd.CombinedOutput()
+			require.Error(t, err, "%s still passes with %s brought back:\n%s", k.test, name, tail(out))
+			require.Contains(t, string(out), "FAIL", "%s must fail, not crash the harness:\n%s", k.test, tail(out))
+		})
+	}
+}
+
+// TestChaosFindsEachBug: the randomized mixed-fault test, without knowing
+// the scenarios, finds each bug its vocabulary covers within a few hundred
+// schedules.
+func TestChaosFindsEachBug(t *testing.T) {
+	if os.Getenv(regressEnv) != "" {
+		t.Skip("in a child process")
+	}
+	const limit = 3000 // each bug shows up about once in 200 schedules or more often
+	for name, k := range regressKnobs {
+		if !k.chaos {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			for seed := uint64(1); seed <= limit; seed++ {
+				s := drawSchedule(seed)
+				k.set(&s.regress)
+				var v []string
+				synctest.Test(t, func(t *testing.T) { v = runSchedule(t, s) })
+				if len(v) > 0 {
+					t.Logf("%s found at seed %d: %v", name, seed, firstN(v, 2))
+					return
+				}
+			}
+			t.Fatalf("%s brought back, yet %d schedules found nothing", name, uint64(limit))
+		})
+	}
+}
+
+func tail(b []byte) string {
+	s := string(b)
+	if i := len(s) - 3000; i > 0 {
+		s = "..." + s[i:]
+	}
+	return strings.TrimSpace(s)
+}
