@@ -44,6 +44,10 @@ func keyPartition(key []byte, numPartitions int32) int32 {
 	return (murmur2(key) & 0x7fffffff) % numPartitions
 }
 
+// adaptiveSamples is how many partitions the adaptive sticky partitioner
+// compares when a topic has more than that.
+const adaptiveSamples = 8
+
 // stickyPartitioner keeps records without a key on one partition until that
 // partition's batch is full, then moves to another, like the Java client's
 // built-in partitioner: fewer, fuller batches. Guarded by the producer's mu.
@@ -64,6 +68,12 @@ func (s *stickyPartitioner) pick(numPartitions int32) int32 {
 // partition with the fewest batches waiting to be sent, starting the search
 // at a random one, so a partition held back by its window or a slow leader
 // gets less new data. Without queued it picks uniformly at random.
+//
+// Topics with many partitions are not scanned (that was O(partitions) per
+// sealed batch, under the producer's lock): the best of adaptiveSamples
+// random partitions is taken instead, stopping at one with nothing queued,
+// which keeps KIP-794's effect of steering data away from backed-up
+// partitions.
 func (s *stickyPartitioner) batchFull(partition, numPartitions int32, queued func(int32) int) {
 	if partition != s.current || numPartitions <= 1 {
 		return
@@ -77,6 +87,25 @@ func (s *stickyPartitioner) batchFull(partition, numPartitions int32, queued fun
 		return
 	}
 	best, bestQ := int32(-1), 0
+	if numPartitions > adaptiveSamples+1 {
+		for range adaptiveSamples {
+			p := rand.Int32N(numPartitions)
+			if p == s.current {
+				continue
+			}
+			if q := queued(p); best < 0 || q < bestQ {
+				best, bestQ = p, q
+				if q == 0 {
+					break
+				}
+			}
+		}
+		if best < 0 {
+			best = (s.current + 1) % numPartitions
+		}
+		s.current = best
+		return
+	}
 	for i := int32(0); i < numPartitions; i++ {
 		p := (start + i) % numPartitions
 		if p == s.current {

@@ -1,6 +1,10 @@
 package producer
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
 
 // Hashes computed by the Java client's org.apache.kafka.common.utils.Utils.murmur2
 // (the values in Kafka's own UtilsTest).
@@ -74,4 +78,32 @@ func TestAdaptiveStickyAvoidsQueuedPartitions(t *testing.T) {
 	if len(seen) < 5 {
 		t.Errorf("uniform choice used only %v", seen)
 	}
+}
+
+// TestAdaptiveStickyDoesNotScanLargeTopics: with 10,000 partitions the
+// adaptive choice looks at a handful of partitions, not all of them (issue
+// 20: the scan ran under the producer's lock on every sealed batch), and
+// still steers away from backed-up partitions.
+func TestAdaptiveStickyDoesNotScanLargeTopics(t *testing.T) {
+	const n = 10000
+	looked := 0
+	backedUp := 0
+	for range 1000 {
+		s := stickyPartitioner{current: 7}
+		s.batchFull(7, n, func(p int32) int {
+			looked++
+			if p%2 == 0 {
+				return 10 // half the partitions have a queue
+			}
+			return 0
+		})
+		require.NotEqual(t, int32(7), s.current)
+		if s.current%2 == 0 {
+			backedUp++
+		}
+	}
+	require.LessOrEqual(t, looked, 1000*adaptiveSamples, "queue sizes read per choice")
+	// A random choice would land on a backed-up partition half the time;
+	// eight samples land there about once in 256.
+	require.Less(t, backedUp, 50, "choices of a backed-up partition out of 1000")
 }

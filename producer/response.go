@@ -40,8 +40,9 @@ func (s *sender) handleProduce(sr *sentRequest) {
 		return
 	}
 	pr, _ := resp.(*kmsg.ProduceResponse)
+	cur := respCursor{pr: pr, version: sr.version}
 	for i, b := range sr.batches {
-		rp := findPartition(pr, b, sr.version)
+		rp := cur.find(b)
 		if rp == nil {
 			// A response that leaves out a partition we sent is a broker
 			// bug; we cannot know what happened, so treat it as lost.
@@ -92,18 +93,46 @@ func (s *sender) applyPendingLeaders() {
 
 var errMissingPartition = errors.New("producer: broker response left out the partition")
 
-func findPartition(pr *kmsg.ProduceResponse, b *batch, version int16) *kmsg.ProduceResponseTopicPartition {
+// respCursor walks a ProduceResponse in the order the request was built, so
+// finding each batch's partition is O(1) when the broker answers in request
+// order (Kafka does), and a search otherwise; a linear search per batch was
+// quadratic in partitions per request.
+type respCursor struct {
+	pr      *kmsg.ProduceResponse
+	version int16
+	ti, pj  int // where the next partition is expected
+}
+
+func (c *respCursor) find(b *batch) *kmsg.ProduceResponseTopicPartition {
+	pr := c.pr
 	if pr == nil {
 		return nil
 	}
 	t := b.part.topic
+	match := func(rt *kmsg.ProduceResponseTopic) bool {
+		if c.version >= 13 {
+			return rt.TopicID == t.id
+		}
+		return rt.Topic == t.name
+	}
+	for c.ti < len(pr.Topics) && c.pj >= len(pr.Topics[c.ti].Partitions) {
+		c.ti, c.pj = c.ti+1, 0
+	}
+	if c.ti < len(pr.Topics) {
+		rt := &pr.Topics[c.ti]
+		if rp := &rt.Partitions[c.pj]; match(rt) && rp.Partition == b.part.id {
+			c.pj++
+			return rp
+		}
+	}
 	for i := range pr.Topics {
 		rt := &pr.Topics[i]
-		if version >= 13 && rt.TopicID != t.id || version < 13 && rt.Topic != t.name {
+		if !match(rt) {
 			continue
 		}
 		for j := range rt.Partitions {
 			if rt.Partitions[j].Partition == b.part.id {
+				c.ti, c.pj = i, j+1
 				return &rt.Partitions[j]
 			}
 		}
