@@ -4,7 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
 	"github.com/longhaul-kafka/longhaul/producer"
@@ -29,6 +33,7 @@ type recState struct {
 	part   int32
 	size   int32 // bytes the producer accounts against buffer.memory
 	topic  uint8
+	home   uint8 // the partition of its key (keyPartition)
 	status uint8
 	calls  uint8 // saturates at 255
 }
@@ -44,16 +49,73 @@ type book struct {
 	errs        []string       // first unexplained errors, for the report
 	causes      map[string]int // failure causes, by DeliveryError.Err text
 	orderLost   int            // records failed with producer.ErrOrderLost
+	// streams are the producer's partitions, indexed topic*partitions +
+	// partition: callback order and progress.
+	streams []stream
+	// codes counts failures by broker error code and partition, for the
+	// check that each code was answered to that partition.
+	codes map[codeAt]int
+	// outOfOrder and wrongPartition count callbacks after a later record
+	// of the same partition, and records placed elsewhere than their
+	// key's partition; problems holds their first descriptions.
+	outOfOrder, wrongPartition int
+	problems                   []string
 }
 
-// add registers the next record and returns its sequence number.
-func (b *book) add(topic uint8, size int32) uint64 {
+// stream is what one producer's book knows of one partition.
+type stream struct {
+	lastCallback int64 // sequence of the latest record called back; -1 none
+	// outstanding counts records accepted (Produce returned) and not
+	// called back; it may dip below 0 for a moment when a callback runs
+	// before Produce returns.
+	outstanding int
+	since       time.Time // last callback, or when outstanding work began
+	flagged     bool      // reported stuck; cleared by the next callback
+}
+
+// codeAt is a broker error code a record of a partition failed with.
+type codeAt struct {
+	p    tp
+	code int16
+}
+
+// add registers the next record, to the partition home of topic, and
+// returns its sequence number.
+func (b *book) add(topic uint8, home int32, size int32) uint64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.recs = append(b.recs, recState{topic: topic, size: size, part: -1, offset: -1})
+	b.recs = append(b.recs, recState{topic: topic, home: uint8(home), size: size, part: -1, offset: -1})
 	b.outstanding += int64(size)
 	b.peak = max(b.peak, b.outstanding)
 	return uint64(len(b.recs) - 1)
+}
+
+// stream returns the stream of topic index t, partition p.
+func (b *book) stream(t uint8, p uint8) *stream {
+	i := int(t)*partitions + int(p)
+	for len(b.streams) <= i {
+		b.streams = append(b.streams, stream{lastCallback: -1})
+	}
+	return &b.streams[i]
+}
+
+// accepted records that Produce returned for seq: the record is work the
+// producer owns from now on.
+func (b *book) accepted(seq uint64, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := &b.recs[seq]
+	s := b.stream(st.topic, st.home)
+	if s.outstanding <= 0 {
+		s.since = now
+	}
+	s.outstanding++
+}
+
+func (b *book) problem(format string, args ...any) {
+	if len(b.problems) < 10 {
+		b.problems = append(b.problems, fmt.Sprintf(format, args...))
+	}
 }
 
 // done records a callback.
@@ -69,6 +131,18 @@ func (b *book) done(seq uint64, r *producer.Record, err error, topics []string) 
 	}
 	b.outstanding -= int64(st.size)
 	st.part = r.Partition()
+	s := b.stream(st.topic, st.home)
+	s.outstanding--
+	s.since, s.flagged = time.Now(), false
+	if int64(seq) < s.lastCallback {
+		b.outOfOrder++
+		b.problem("%s[%d]: seq %d called back after seq %d (err %v)", topics[st.topic], st.home, seq, s.lastCallback, err)
+	}
+	s.lastCallback = max(s.lastCallback, int64(seq))
+	if st.part >= 0 && st.part != int32(st.home) {
+		b.wrongPartition++
+		b.problem("%s seq %d: key's partition is %d, the producer placed it on %d", topics[st.topic], seq, st.home, st.part)
+	}
 	if err == nil {
 		st.status, st.offset = stAcked, r.Offset
 		return
@@ -80,6 +154,12 @@ func (b *book) done(seq uint64, r *producer.Record, err error, topics []string) 
 	b.causes[cause(err)]++
 	if errors.Is(err, producer.ErrOrderLost) {
 		b.orderLost++
+	}
+	if ke := (*kerr.Error)(nil); errors.As(err, &ke) {
+		if b.codes == nil {
+			b.codes = map[codeAt]int{}
+		}
+		b.codes[codeAt{tp{topics[st.topic], int32(st.home)}, ke.Code}]++
 	}
 	if st.status == stFailedBad && len(b.errs) < 5 {
 		b.errs = append(b.errs, fmt.Sprintf("seq %d: %v", seq, err))
@@ -106,12 +186,27 @@ func cause(err error) string {
 	if !errors.As(err, &de) {
 		return "not a DeliveryError: " + err.Error()
 	}
-	s := fmt.Sprint(de.Err)
-	if len(s) > 80 {
-		s = s[:80]
+	var s string
+	if ke := (*kerr.Error)(nil); errors.As(de.Err, &ke) {
+		s = ke.Message // the code's name: its long description would not fit a line
+		// A producer error wrapping the code (a delivery timeout after
+		// it, say) keeps its own name in front.
+		if outer := strings.SplitN(fmt.Sprint(de.Err), ":", 2)[0]; de.Err != error(ke) && outer != s {
+			s = strings.TrimPrefix(outer, "producer") + "/" + s
+		}
+	} else {
+		s = fmt.Sprint(de.Err)
+		s = strings.TrimPrefix(s, "producer: ")
+		if i := strings.IndexAny(s, ":(;"); i > 0 {
+			s = s[:i]
+		}
+		if len(s) > 40 {
+			s = s[:40]
+		}
 	}
+	s = strings.Join(strings.Fields(s), "_")
 	if de.FateUnknown {
-		s += " (fate unknown)"
+		s += "(fate_unknown)"
 	}
 	return s
 }
@@ -169,7 +264,8 @@ type counts struct {
 	badOffset          int // callback offset or partition differs from the log
 	foreign            int // a log record we did not write
 	badCallbacks       int // records called back other than exactly once
-	unexplained        int // failures without a DeliveryError saying why
+	unexplained        int // failures without a DeliveryError saying why, or with a code never answered to their partition
+	outOfOrder         int // callbacks after a later record's of the same partition
 
 	problems []string
 }
@@ -190,6 +286,11 @@ func checkRecords(books []*book, topics []string, logs map[tp][]logRecord) count
 		seen[i] = make([]uint8, len(b.recs))
 		for _, e := range b.errs {
 			c.problem("producer %d: unexplained failure %s", i, e)
+		}
+		c.outOfOrder += b.outOfOrder
+		c.badOffset += b.wrongPartition
+		for _, e := range b.problems {
+			c.problem("producer %d: %s", i, e)
 		}
 	}
 	defer func() {
@@ -271,4 +372,67 @@ func checkRecords(books []*book, topics []string, logs map[tp][]logRecord) count
 		}
 	}
 	return c
+}
+
+// checkCodes counts the failures whose broker error code was never
+// answered to their partition: neither injected or scripted there
+// (answered) nor one the embedded broker answers on its own
+// (naturalCodes). Such a failure has a cause the faults cannot explain:
+// the producer blamed a record for another partition's answer, or made a
+// code up.
+func checkCodes(books []*book, answered map[tp]map[int16]bool) (n int, problems []string) {
+	natural := map[int16]bool{}
+	for _, e := range naturalCodes {
+		natural[e.Code] = true
+	}
+	for i, b := range books {
+		b.mu.Lock()
+		for at, k := range b.codes {
+			if natural[at.code] || answered[at.p][at.code] {
+				continue
+			}
+			n += k
+			if len(problems) < 10 {
+				problems = append(problems, fmt.Sprintf("producer %d: %d records of %s[%d] failed with %s, never answered to that partition",
+					i, k, at.p.topic, at.p.part, kerr.ErrorForCode(at.code)))
+			}
+		}
+		b.mu.Unlock()
+	}
+	return n, problems
+}
+
+// keyPartition is the partition of a keyed record among n, as the Java
+// client (and longhaul's producer) picks it: toPositive(murmur2(key)) % n.
+// The soak predicts it to follow each partition's callbacks as they come.
+func keyPartition(key []byte, n int32) int32 {
+	return int32(murmur2(key)&0x7fffffff) % n
+}
+
+// murmur2 is the 32-bit MurmurHash2 with Kafka's seed 0x9747b28c, the hash
+// of Kafka's default partitioner (Utils.murmur2).
+func murmur2(data []byte) uint32 {
+	const m = 0x5bd1e995
+	h := uint32(0x9747b28c) ^ uint32(len(data))
+	for len(data) >= 4 {
+		k := uint32(data[0]) | uint32(data[1])<<8 | uint32(data[2])<<16 | uint32(data[3])<<24
+		k *= m
+		k ^= k >> 24
+		h = h*m ^ k*m
+		data = data[4:]
+	}
+	switch len(data) {
+	case 3:
+		h ^= uint32(data[2]) << 16
+		fallthrough
+	case 2:
+		h ^= uint32(data[1]) << 8
+		fallthrough
+	case 1:
+		h ^= uint32(data[0])
+		h *= m
+	}
+	h ^= h >> 13
+	h *= m
+	return h ^ h>>15
 }

@@ -70,7 +70,7 @@ func TestCheckerNegativeControl(t *testing.T) {
 	// check the reorder detector directly on a clean synthetic log.
 	b := &book{}
 	for range 3 {
-		seq := b.add(0, 0)
+		seq := b.add(0, 0, 0)
 		r := &producer.Record{Offset: int64(seq)}
 		r.SetPartition(0)
 		b.done(seq, r, nil, []string{"t"})
@@ -90,14 +90,14 @@ func TestCheckerNegativeControl(t *testing.T) {
 	}
 	// A record failed without FateUnknown must not be in the log.
 	b2 := &book{}
-	seq := b2.add(0, 0)
+	seq := b2.add(0, 0, 0)
 	b2.done(seq, &producer.Record{}, &producer.DeliveryError{Topic: "t", Err: producer.ErrDeliveryTimeout}, []string{"t"})
 	if c := checkRecords([]*book{b2}, []string{"t"}, map[tp][]logRecord{{"t", 0}: mk(0)}); c.phantom != 1 {
 		t.Errorf("failed record in the log: phantom=%d, want 1", c.phantom)
 	}
 	// An error that does not say why is flagged.
 	b3 := &book{}
-	seq = b3.add(0, 0)
+	seq = b3.add(0, 0, 0)
 	b3.done(seq, &producer.Record{}, errors.New("nope"), []string{"t"})
 	if c := checkRecords([]*book{b3}, []string{"t"}, nil); c.unexplained != 1 {
 		t.Errorf("bare error: unexplained=%d, want 1", c.unexplained)

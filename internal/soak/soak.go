@@ -17,12 +17,15 @@ import (
 	"github.com/longhaul-kafka/longhaul/protocol"
 )
 
-// The cluster: three nodes, node 2 in old-broker mode (Produce <= v13, no
-// window field, retains 5), three partitions per topic (partition p starts
-// on node p), one topic per window.
+// The cluster: four nodes, node 2 in old-broker mode (Produce <= v13, no
+// window field, retains 5), node 3 in Kafka 2.4 mode (InitProducerId <= v2,
+// so a bump takes a new producer id; Produce <= v8; retains 5), three
+// partitions per topic (partition p starts on node p; node 3 leads only
+// what moves there), one topic per window.
 const (
-	clusterNodes = 3
+	clusterNodes = 4
 	oldNode      = 2
+	kafka24Node  = 3
 	partitions   = 3
 )
 
@@ -50,19 +53,29 @@ type Result struct {
 	Dup              int // in the log more than once
 	Reorder          int // a producer's records out of Produce order in a partition
 	WindowViolations int // a partition above its window as the broker saw it
-	Phantom          int // failed without FateUnknown, yet in the log
-	BadOffset        int // acknowledged at another partition or offset than the log's
-	Foreign          int // records in the log the soak did not write
-	BadCallbacks     int // records whose callback did not run exactly once
-	Unexplained      int // failures without a producer.DeliveryError saying why
-	MemoryOver       int // producers whose accepted, uncalled-back bytes exceeded 2x buffer.memory
-	GoroutinesLeft   int // goroutines still running after everything closed
-	CloseErrors      int // Flush or Close calls that failed
+	// CallbacksOutOfOrder counts callbacks that ran after the callback of
+	// a record produced later to the same partition by the same producer.
+	CallbacksOutOfOrder int
+	// Stuck counts partitions (per producer) that had records outstanding
+	// and no callback for longer than the faults explain (stuck.go).
+	Stuck          int
+	Phantom        int // failed without FateUnknown, yet in the log
+	BadOffset      int // acknowledged at another partition or offset than the log's
+	Foreign        int // records in the log the soak did not write
+	BadCallbacks   int // records whose callback did not run exactly once
+	Unexplained    int // failures without a producer.DeliveryError saying why, or blaming a code never answered to their partition
+	MemoryOver     int // producers whose accepted, uncalled-back bytes exceeded 2x buffer.memory
+	GoroutinesLeft int // goroutines still running after everything closed
+	CloseErrors    int // Flush or Close calls that failed
 
-	MemPeak     float64        // largest accepted-not-called-back bytes / buffer.memory, over producers
-	FailCauses  map[string]int // failed records by cause
-	MaxInFlight string         // largest in-flight count the broker saw, per topic
-	Segments    int            // window-check segments
+	MemPeak    float64        // largest accepted-not-called-back bytes / buffer.memory, over producers
+	FailCauses map[string]int // failed records by cause (error code or producer error; "(fate_unknown)" marks FateUnknown)
+	// StuckSamples counts partition samples the stuck check made with work
+	// outstanding; MaxSilent is the longest time without a callback it saw.
+	StuckSamples int
+	MaxSilent    time.Duration
+	MaxInFlight  string // largest in-flight count the broker saw, per topic
+	Segments     int    // window-check segments
 	// WindowChecks counts partition-segments checked against the broker's
 	// in-flight count; WindowStrict those checked at exactly the window in
 	// force (no recent shrink unlearned, no abandoned connection).
@@ -86,17 +99,32 @@ func (r Result) String() string {
 		}
 		fmt.Fprintf(&sb, "%s:%d", k, r.Faults[k])
 	}
-	fmt.Fprintf(&sb, "} lost=%d dup=%d reorder=%d window_violations=%d", r.Lost, r.Dup, r.Reorder, r.WindowViolations)
+	fmt.Fprintf(&sb, "} lost=%d dup=%d reorder=%d window_violations=%d callbacks_out_of_order=%d stuck=%d",
+		r.Lost, r.Dup, r.Reorder, r.WindowViolations, r.CallbacksOutOfOrder, r.Stuck)
 	fmt.Fprintf(&sb, " phantom=%d bad_offset=%d foreign=%d bad_callbacks=%d unexplained=%d mem_over=%d goroutines_left=%d close_errors=%d",
 		r.Phantom, r.BadOffset, r.Foreign, r.BadCallbacks, r.Unexplained, r.MemoryOver, r.GoroutinesLeft, r.CloseErrors)
 	fmt.Fprintf(&sb, " acked=%d failed=%d fate_unknown=%d order_lost=%d mem_peak=%.2f max_inflight=%s segments=%d window_strict=%d/%d",
 		r.Acked, r.Failed, r.FateUnknown, r.OrderLost, r.MemPeak, r.MaxInFlight, r.Segments, r.WindowStrict, r.WindowChecks)
+	fmt.Fprintf(&sb, " stuck_samples=%d max_silent=%v fail_causes={", r.StuckSamples, r.MaxSilent.Round(time.Millisecond))
+	causes := make([]string, 0, len(r.FailCauses))
+	for k := range r.FailCauses {
+		causes = append(causes, k)
+	}
+	sort.Strings(causes)
+	for i, k := range causes {
+		if i > 0 {
+			sb.WriteByte(' ')
+		}
+		fmt.Fprintf(&sb, "%s:%d", k, r.FailCauses[k])
+	}
+	sb.WriteByte('}')
 	return sb.String()
 }
 
 // OK reports whether every check passed.
 func (r Result) OK() bool {
-	return r.Lost == 0 && r.Dup == 0 && r.Reorder == 0 && r.WindowViolations == 0 && r.Phantom == 0 &&
+	return r.Lost == 0 && r.Dup == 0 && r.Reorder == 0 && r.WindowViolations == 0 &&
+		r.CallbacksOutOfOrder == 0 && r.Stuck == 0 && r.Phantom == 0 &&
 		r.BadOffset == 0 && r.Foreign == 0 && r.BadCallbacks == 0 && r.Unexplained == 0 &&
 		r.MemoryOver == 0 && r.GoroutinesLeft == 0 && r.CloseErrors == 0
 }
@@ -134,7 +162,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		windows[tw.name] = tw.window
 		names = append(names, tw.name)
 	}
-	c, err := broker.Start(broker.Config{Nodes: clusterNodes, Topics: tcs, OldNodes: []int32{oldNode}, RTT: cfg.RTT})
+	c, err := broker.Start(broker.Config{Nodes: clusterNodes, Topics: tcs, OldNodes: []int32{oldNode},
+		Kafka24Nodes: []int32{kafka24Node}, RTT: cfg.RTT})
 	if err != nil {
 		return res, fmt.Errorf("soak: starting the cluster: %w", err)
 	}
@@ -143,7 +172,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 
 	maxRTT := 2 * cfg.RTT
 	grace := 8*maxRTT + 250*time.Millisecond
-	w := newWindowTracker(c, grace, windows, partitions, []int32{oldNode}, time.Now())
+	w := newWindowTracker(c, grace, windows, partitions, []int32{oldNode, kafka24Node}, time.Now())
 	prods := make([]*producer.Producer, cfg.Producers)
 	books := make([]*book, cfg.Producers)
 	live := make([]atomic.Pointer[producer.Producer], cfg.Producers)
@@ -161,13 +190,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			producer.MaxInFlightRequestsPerConnection(256),
 			producer.BatchSize(1024),
 			producer.Linger(2*time.Millisecond),
-			producer.IdleRearm(time.Second), // expireIdle waits longer than this
+			producer.IdleRearm(idleRearm), // expireIdle waits longer than this
 			producer.BufferMemory(cfg.BufferMemory),
 			producer.MaxRequestSize(int(min(cfg.BufferMemory, 1<<20))),
 			producer.RequestTimeout(cfg.RequestTimeout),
 			producer.DeliveryTimeout(cfg.DeliveryTimeout),
 			producer.RetryBackoff(10*time.Millisecond),
-			producer.RetryBackoffMax(100*time.Millisecond),
+			producer.RetryBackoffMax(retryBackoffMax),
 			producer.MetadataMaxAge(2*time.Second),
 			producer.Logger(slog.New(hook).With("producer", i)),
 		)
@@ -188,6 +217,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		w: w, grace: grace,
 		nodes: clusterNodes, topics: names, parts: partitions, old: map[int32]bool{oldNode: true},
 		producers: prods, pause: &sync.RWMutex{}, faults: res.Faults,
+		k24: map[int32]bool{kafka24Node: true}, answered: map[tp]map[int16]bool{},
+		watch: newStuckWatch(cfg.RequestTimeout, maxRTT, books, names),
 	}
 
 	sched.w.snapshot = func(p tp) string { return producersView(prods, p) }
@@ -242,7 +273,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res.Lost, res.Dup, res.Reorder = ck.lost, ck.dup, ck.reorder
 	res.Phantom, res.BadOffset, res.Foreign = ck.phantom, ck.badOffset, ck.foreign
 	res.BadCallbacks, res.Unexplained = ck.badCallbacks, ck.unexplained
+	res.CallbacksOutOfOrder = ck.outOfOrder
 	res.Problems = append(res.Problems, ck.problems...)
+	badCodes, codeProblems := checkCodes(books, sched.answered)
+	res.Unexplained += badCodes
+	res.Problems = append(res.Problems, codeProblems...)
+	res.Stuck, res.StuckSamples, res.MaxSilent = sched.watch.stuck, sched.watch.samples, sched.watch.maxSilent
+	res.Problems = append(res.Problems, sched.watch.problems...)
 	res.WindowViolations = sched.w.violations
 	res.Problems = append(res.Problems, sched.w.problems...)
 	res.MaxInFlight = sched.w.summary()
@@ -292,10 +329,11 @@ func produceLoop(p *producer.Producer, b *book, idx int, topics []string, cfg Co
 			}
 			size := 16 + rng.IntN(120)
 			r := &producer.Record{Topic: topics[ti], Key: fmt.Appendf(nil, "k%02d", key)}
-			seq := b.add(uint8(ti), 0)
+			seq := b.add(uint8(ti), keyPartition(r.Key, partitions), 0)
 			r.Value = encodeValue(idx, seq, size)
 			setSize(b, seq, r)
 			p.Produce(context.Background(), r, func(r *producer.Record, err error) { b.done(seq, r, err, topics) })
+			b.accepted(seq, time.Now())
 		}
 		pause.RUnlock()
 		sent += n

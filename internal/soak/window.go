@@ -314,3 +314,14 @@ func (w *windowTracker) summary() string {
 	sb.WriteByte('}')
 	return sb.String()
 }
+
+// ledBy returns the partitions node leads now, as the tracker knows them.
+func (w *windowTracker) ledBy(node int32) []tp {
+	var out []tp
+	for _, p := range w.parts {
+		if w.leader[p] == node {
+			out = append(out, p)
+		}
+	}
+	return out
+}
