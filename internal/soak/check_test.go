@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/longhaul-kafka/longhaul/internal/broker"
 	"github.com/longhaul-kafka/longhaul/producer"
 )
@@ -35,14 +37,17 @@ func TestValueRoundTrip(t *testing.T) {
 // the log read back: a duplicated record, two records swapped, an
 // acknowledged record removed, and a record failed without FateUnknown put
 // into the log. The checks must see every one of them, proving they can
-// fail.
+// fail. Node 0 also stalls for 2.5 s without the stuck check being told
+// (nothing explains the silence): the partitions it leads must be reported
+// stuck.
 func TestCheckerNegativeControl(t *testing.T) {
 	var target struct {
 		topic string
 		part  int32
 	}
 	doctored := false
-	cfg := Config{Seed: 7, Duration: 1500 * time.Millisecond, Producers: 2, FaultInterval: time.Hour, ExpireInterval: -1,
+	cfg := Config{Seed: 7, Duration: 2500 * time.Millisecond, Producers: 2, FaultInterval: time.Hour, ExpireInterval: -1,
+		hideStall: 2500 * time.Millisecond,
 		doctor: func(topic string, part int32, log []logRecord) []logRecord {
 			if doctored || len(log) < 10 {
 				return log
@@ -66,6 +71,8 @@ func TestCheckerNegativeControl(t *testing.T) {
 	if res.Dup < 1 || res.Lost < 1 || res.OK() || res.Err() == nil || !errors.Is(res.Err(), ErrCheckFailed) {
 		t.Errorf("doctored %s[%d] but the checks missed it: %s", target.topic, target.part, res)
 	}
+	require.Positive(t, res.Stuck, "node 0 stalled 2.5 s unexplained: %s", res)
+	require.Greater(t, res.MaxSilent, retryBackoffMax+600*time.Millisecond+stuckSlack, "flagged only beyond the base allowance")
 	// The swap is a reordering only when both records are one producer's;
 	// check the reorder detector directly on a clean synthetic log.
 	b := &book{}

@@ -46,6 +46,10 @@ type Config struct {
 	// it is checked: the negative control that proves the checks catch
 	// duplicates, reordering and loss.
 	doctor func(topic string, partition int32, log []logRecord) []logRecord
+	// hideStall, when set (tests only), stalls node 0 that long, 300 ms
+	// into the run, without telling the stuck check: the negative control
+	// that proves it catches a partition without progress.
+	hideStall time.Duration
 }
 
 func (c Config) withDefaults() (Config, error) {

@@ -1,15 +1,20 @@
-// Package soak is longhaul's chaos soak (GitHub issue 9): several
-// producers write keyed, self-describing records to a 3-node embedded
-// KIP-1269 cluster while a fault schedule drawn from a seed drops
-// responses, kills connections, moves leaders (onto old-mode nodes and
-// back), restarts and stalls nodes, expires producer ids (KIP-854),
-// injects retriable errors and changes topic windows at runtime. At the
-// end every partition is read back and checked.
+// Package soak is longhaul's chaos soak (GitHub issues 9 and 12): several
+// producers write keyed, self-describing records to a 4-node embedded
+// KIP-1269 cluster (one old-mode node, one Kafka 2.4 node) while a fault
+// schedule drawn from a seed drops responses, kills connections, moves
+// leaders (onto old-mode and Kafka 2.4 nodes and back), restarts and stalls
+// nodes, expires idle producer ids (KIP-854), injects retriable errors,
+// scripts bursts of answers for a partition's next batches from the whole
+// vocabulary (every ProduceResponse error code, non-retriable ones
+// included; NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT,
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND or DUPLICATE_SEQUENCE_NUMBER after the
+// append; ok) and changes topic windows at runtime. At the end every
+// partition is read back and checked.
 //
 // Entry points: [Run] runs one soak described by a [Config] and returns a
 // [Result]; [Result.String] is the one-line summary
 //
-//	seed=... duration=... records=... faults={...} lost=0 dup=0 reorder=0 window_violations=0 ...
+//	seed=... duration=... records=... faults={...} lost=0 dup=0 reorder=0 window_violations=0 callbacks_out_of_order=0 stuck=0 ... fail_causes={...}
 //
 // and [Result.Err] is nil only when every check passed.
 //
@@ -17,10 +22,19 @@
 //   - every acknowledged record is in the log exactly once, at the offset
 //     its callback reported;
 //   - per partition, each producer's records appear in Produce order;
-//   - every callback ran exactly once;
+//   - every callback ran exactly once, and within one producer's partition
+//     in Produce order (callbacks_out_of_order), on the partition of the
+//     record's key (murmur2, as the Java client);
 //   - every failed record carries a [producer.DeliveryError] saying why; a
 //     failed record is never in the log twice, and one failed without
-//     FateUnknown is not in the log at all;
+//     FateUnknown is not in the log at all; a failure naming a broker
+//     error code names one injected or scripted for its partition, or one
+//     the embedded broker answers by itself (else unexplained). Failures
+//     are counted by cause in fail_causes;
+//   - no partition of a producer with records outstanding goes without a
+//     callback longer than retry.backoff.max.ms + request.timeout.ms +
+//     slack plus what the faults fired meanwhile can cost it (stuck; see
+//     stuck.go);
 //   - no partition ever had more batches of one producer in flight, as the
 //     broker counts them, than the window in force: exactly, except
 //     until every producer has learned a shrunk window (from its own
@@ -46,7 +60,9 @@
 // producer flushed (every record called back), a grace period for the
 // broker to finish requests of abandoned connections, and then more than a
 // second of idleness, so the producer's idle re-arm (its first batch after
-// a pause goes alone) applies, as it would before a real expiry. Records
+// a pause goes alone) applies, as it would before a real expiry; then only
+// ids idle longer than the re-arm expire (ExpireIdleProducerIDs), as a
+// broker expires only ids idle past producer.id.expiration.ms. Records
 // the producer fails with producer.ErrOrderLost are counted as order_lost.
 //
 // Concurrency: Run starts the cluster, the producers, one goroutine per

@@ -116,6 +116,10 @@ func (s *scheduler) exp(mean time.Duration) time.Duration {
 
 // run fires faults until end or ctx is done, then clears pending ones.
 func (s *scheduler) run(ctx context.Context, end time.Time) {
+	if s.cfg.hideStall > 0 {
+		t := time.AfterFunc(300*time.Millisecond, func() { s.c.Stall(0, s.cfg.hideStall) })
+		defer t.Stop()
+	}
 	now := time.Now()
 	nextFault := now.Add(s.exp(s.cfg.FaultInterval))
 	nextTick := now.Add(segmentEvery)
