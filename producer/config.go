@@ -43,6 +43,7 @@ type config struct {
 	securityProtocol   string
 	saslMechanism      string
 	saslUser, saslPass string
+	ssl                sslConfig
 
 	tls    *tls.Config
 	sasl   sasl.Mechanism

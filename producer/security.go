@@ -1,7 +1,7 @@
 package producer
 
 import (
-	"crypto/tls"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -11,11 +11,21 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
+// ErrAuthentication is the cause of records failed because connecting
+// failed authentication or TLS verification: wrong SASL credentials or
+// mechanism, a broker certificate that is not trusted, is for another host
+// or has expired, or a client certificate the broker rejects. Records
+// waiting for such a connection fail at once, not after
+// delivery.timeout.ms; the error wraps the one from the handshake, whose
+// text says which check failed. The producer keeps reconnecting with
+// backoff, as the Java client does.
+var ErrAuthentication = errors.New("producer: authentication or TLS verification failed")
+
 // Java's security properties, so a pasted client config connects the same
 // way: security.protocol, sasl.mechanism and sasl.jaas.config (PLAIN and
 // SCRAM login modules). The typed TLS and SASL options take precedence.
 
-var securityProperties = []property{
+var securityProperties = append([]property{
 	{"security.protocol", "PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", func(c *config, v string) error {
 		switch strings.ToUpper(v) {
 		case "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL":
@@ -44,7 +54,7 @@ var securityProperties = []property{
 		c.saslUser, c.saslPass = user, pass
 		return nil
 	}},
-}
+}, sslProperties...)
 
 var jaasField = regexp.MustCompile(`(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"`)
 
@@ -68,11 +78,28 @@ func parseJAAS(s string) (user, pass string, ok bool) {
 func (c *config) applySecurity() error {
 	proto := c.securityProtocol
 	if c.tls == nil && (proto == "SSL" || proto == "SASL_SSL") {
-		c.tls = &tls.Config{MinVersion: tls.VersionTLS12}
+		cfg, err := c.ssl.tlsConfig()
+		if err != nil {
+			return err
+		}
+		c.tls = cfg
 	}
-	if c.sasl != nil || (proto != "SASL_PLAINTEXT" && proto != "SASL_SSL") {
-		return nil
+	if c.sasl == nil && (proto == "SASL_PLAINTEXT" || proto == "SASL_SSL") {
+		if err := c.saslFromProperties(proto); err != nil {
+			return err
+		}
 	}
+	if c.sasl != nil && c.tls == nil && c.sasl.Name() == "PLAIN" && c.logger != nil {
+		// Once per producer: New validates once.
+		c.logger.Warn("SASL PLAIN without TLS sends the password in clear text; use security.protocol=SASL_SSL or the TLS option",
+			"mechanism", "PLAIN")
+	}
+	return nil
+}
+
+// saslFromProperties builds the SASL mechanism from sasl.mechanism and
+// sasl.jaas.config.
+func (c *config) saslFromProperties(proto string) error {
 	if c.saslUser == "" && c.saslPass == "" {
 		return &ConfigError{Property: "sasl.jaas.config", Reason: "required when security.protocol is " + proto}
 	}

@@ -1,0 +1,14 @@
+package producer_test
+
+// The ssl.* properties have no typed options of their own: the TLS option
+// takes a whole tls.Config instead. Listed here, not in example_test.go's
+// table, so the README check knows what to print for them.
+func init() {
+	for _, name := range []string{
+		"ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates",
+		"ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.keystore.certificate.chain",
+		"ssl.keystore.key", "ssl.key.password", "ssl.endpoint.identification.algorithm", "ssl.enabled.protocols",
+	} {
+		propertyOnly[name] = "`Property`, or `TLS`"
+	}
+}
