@@ -2,9 +2,15 @@ package producer
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"net"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/longhaul-kafka/longhaul/protocol"
 )
@@ -119,4 +125,45 @@ func (s *sender) backoff(failures int) time.Duration {
 	}
 	jitter := time.Duration(rand.Int64N(int64(d)/5 + 1))
 	return d - d/10 + jitter
+}
+
+// fatalDialError reports whether err, from dialing a broker, is a refusal
+// that retrying cannot fix until the configuration or the broker changes:
+// SASL authentication failed or the mechanism is not enabled, our TLS
+// verification of the broker's certificate failed (unknown CA, wrong host
+// name, expired), the broker rejected the handshake with a TLS alert (for
+// example our client certificate), or the broker does not speak TLS.
+func fatalDialError(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, kerr.SaslAuthenticationFailed) || errors.Is(err, kerr.UnsupportedSaslMechanism) ||
+		errors.Is(err, kerr.IllegalSaslState) {
+		return true
+	}
+	var (
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		header   tls.RecordHeaderError
+		op       *net.OpError
+	)
+	switch {
+	case errors.As(err, &verify), errors.As(err, &unknown), errors.As(err, &hostname),
+		errors.As(err, &invalid), errors.As(err, &header):
+		return true
+	case errors.As(err, &op) && op.Op == "remote error":
+		// crypto/tls reports a TLS alert from the peer this way.
+		return true
+	}
+	return false
+}
+
+// fatalCause wraps err in ErrAuthentication if it is fatal, else nil.
+func fatalCause(err error) error {
+	if !fatalDialError(err) {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrAuthentication, err)
 }

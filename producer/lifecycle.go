@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 )
@@ -8,48 +9,62 @@ import (
 // expire fails what delivery.timeout.ms has run out for: records waiting for
 // their topic's metadata, and batches not in flight. Batches in flight wait
 // for their response or request.timeout.ms first, as in the Java client.
+//
+// It fails them at once, with ErrAuthentication, when the connection they
+// wait for failed authentication or TLS verification (see fatalDialError):
+// retrying cannot help until the configuration or the broker changes, and
+// the caller should learn that in seconds, not after delivery.timeout.ms.
+// Dials go on with backoff, so records produced after a fix go through.
 func (s *sender) expire(now time.Time) time.Time {
 	timeout := s.cfg.deliveryTimeout
 	p := s.p
+	idFatal := fatalCause(s.lastIDErr)
 	p.mu.Lock()
 	// Records waiting for their topic's partitions fail after max.block.ms
 	// (or delivery.timeout.ms if shorter), naming the last metadata error.
 	waitLimit := min(timeout, s.cfg.maxBlock)
 	for _, t := range p.topics {
-		if len(t.waiting) == 0 || now.Sub(t.waiting[0].at) < waitLimit {
+		fatal := fatalCause(t.lastErr)
+		if len(t.waiting) == 0 || (fatal == nil && now.Sub(t.waiting[0].at) < waitLimit) {
 			continue
 		}
 		keep := t.waiting[:0]
 		for _, pr := range t.waiting {
-			if now.Sub(pr.at) < waitLimit {
+			if fatal == nil && now.Sub(pr.at) < waitLimit {
 				keep = append(keep, pr)
 				continue
 			}
-			p.failRecordLocked(pr, &DeliveryError{Topic: t.name, Partition: -1, BaseSequence: -1, Err: s.waitingCause(t)})
+			cause := fatal
+			if cause == nil {
+				cause = s.waitingCause(t)
+			}
+			p.failRecordLocked(pr, &DeliveryError{Topic: t.name, Partition: -1, BaseSequence: -1, Err: cause})
 		}
 		clear(t.waiting[len(keep):])
 		t.waiting = keep
 	}
 	// Sealed batches were never sent: failing them leaves no gap.
 	for _, ps := range s.active {
-		if ps.open != nil && len(ps.sealed) == 0 && now.Sub(ps.open.created) >= timeout {
+		fatal := s.partitionFatal(ps, idFatal)
+		if ps.open != nil && len(ps.sealed) == 0 && (fatal != nil || now.Sub(ps.open.created) >= timeout) {
 			p.sealLocked(ps) // held open while its partition could not send
 		}
-		for len(ps.sealed) > 0 && now.Sub(ps.sealed[0].created) >= timeout {
+		for len(ps.sealed) > 0 && (fatal != nil || now.Sub(ps.sealed[0].created) >= timeout) {
 			b := ps.sealed[0]
 			ps.sealed[0] = nil
 			ps.sealed = ps.sealed[1:]
 			ps.sealedCount = max(ps.sealedCount-1, 0)
-			s.failBatch(b, s.timeoutCause(ps, nil), false)
+			s.failBatch(b, cmp.Or(fatal, s.timeoutCause(ps, nil)), false)
 		}
 	}
 	p.mu.Unlock()
 	// Retried batches have sequence numbers: failing one leaves a gap, so
 	// the epoch is bumped before the partition sends again.
 	for _, ps := range s.active {
-		for len(ps.retry) > 0 && now.Sub(ps.retry[0].created) >= timeout {
+		fatal := s.partitionFatal(ps, idFatal)
+		for len(ps.retry) > 0 && (fatal != nil || now.Sub(ps.retry[0].created) >= timeout) {
 			b := ps.retry[0]
-			s.failBatch(b, s.timeoutCause(ps, b.lastErr), b.maybeWritten)
+			s.failBatch(b, cmp.Or(fatal, s.timeoutCause(ps, b.lastErr)), b.maybeWritten)
 			s.needBump = true
 		}
 	}
@@ -68,6 +83,23 @@ func (s *sender) waitingCause(t *topicState) error {
 		return fmt.Errorf("%w: partitions not known after %d ms", cause, limit.Milliseconds())
 	}
 	return fmt.Errorf("%w: partitions not known after %d ms: %w", cause, limit.Milliseconds(), t.lastErr)
+}
+
+// partitionFatal returns the ErrAuthentication cause that keeps ps from
+// sending, or nil: its leader's last dial failed fatally, or there is no
+// producer id and getting one failed fatally.
+func (s *sender) partitionFatal(ps *partitionState, idFatal error) error {
+	if ps.leader >= 0 {
+		if n := s.nodes[ps.leader]; n != nil && n.conn == nil {
+			if err := fatalCause(n.lastErr); err != nil {
+				return err
+			}
+		}
+	}
+	if !s.haveID || s.needBump {
+		return idFatal
+	}
+	return nil
 }
 
 func (s *sender) timeoutCause(ps *partitionState, last error) error {

@@ -1,0 +1,217 @@
+package producer
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/longhaul-kafka/longhaul/internal/testcerts"
+)
+
+// recordingHandler keeps every slog record.
+type recordingHandler struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (h *recordingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	h.recs = append(h.recs, r)
+	h.mu.Unlock()
+	return nil
+}
+func (h *recordingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *recordingHandler) WithGroup(string) slog.Handler      { return h }
+
+func (h *recordingHandler) count(level slog.Level, substr string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, r := range h.recs {
+		if r.Level == level && strings.Contains(r.Message, substr) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestPlainWithoutTLSWarnsOnce: SASL PLAIN on a plaintext connection logs
+// one warning per producer however many connections it opens; SCRAM, or
+// PLAIN over TLS, logs none.
+func TestPlainWithoutTLSWarnsOnce(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(4, "t"), kfake.EnableSASL(),
+		kfake.Superuser("PLAIN", "alice", "alice-pw"), kfake.Superuser("SCRAM-SHA-256", "bob", "bob-pw"))
+	require.NoError(t, err)
+	defer c.Close()
+	const clear = "clear text"
+
+	run := func(opts ...Opt) *recordingHandler {
+		h := &recordingHandler{}
+		opts = append(opts, BootstrapServers(c.ListenAddrs()...), Logger(slog.New(h)), Linger(0))
+		p, err := New(opts...)
+		require.NoError(t, err)
+		defer p.Close(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for i := range 4 {
+			r := &Record{Topic: "t", Value: []byte(fmt.Sprint(i))}
+			r.SetPartition(int32(i))
+			require.NoError(t, p.ProduceSync(ctx, r).FirstErr())
+		}
+		return h
+	}
+	h := run(SASL(plain.Auth{User: "alice", Pass: "alice-pw"}.AsMechanism()))
+	assert.Equal(t, 1, h.count(slog.LevelWarn, clear), "PLAIN without TLS: one warning")
+	h = run(Property("security.protocol", "SASL_PLAINTEXT"),
+		Property("sasl.jaas.config", `org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-pw";`))
+	assert.Equal(t, 1, h.count(slog.LevelWarn, clear), "PLAIN from properties: one warning")
+	h = run(SASL(scram.Auth{User: "bob", Pass: "bob-pw"}.AsSha256Mechanism()))
+	assert.Zero(t, h.count(slog.LevelWarn, clear), "SCRAM never sends the password")
+
+	// PLAIN over TLS: no warning (New only; no TLS broker needed).
+	h = &recordingHandler{}
+	p, err := New(BootstrapServers("127.0.0.1:1"), Logger(slog.New(h)), TLS(&tls.Config{}),
+		SASL(plain.Auth{User: "alice", Pass: "alice-pw"}.AsMechanism()))
+	require.NoError(t, err)
+	p.Close(context.Background())
+	assert.Zero(t, h.count(slog.LevelWarn, clear))
+}
+
+func TestFatalDialError(t *testing.T) {
+	ca, err := testcerts.NewCA("x")
+	require.NoError(t, err)
+	wrap := func(err error) error { return fmt.Errorf("producer: no broker reachable: protocol: dial 127.0.0.1:9093: %w", err) }
+	fatal := []error{
+		fmt.Errorf("sasl PLAIN: %w: Authentication failed: Invalid username or password", kerr.SaslAuthenticationFailed),
+		fmt.Errorf("sasl handshake PLAIN (broker offers [SCRAM-SHA-512]): %w", kerr.UnsupportedSaslMechanism),
+		&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{Cert: ca.Cert}},
+		x509.HostnameError{Certificate: ca.Cert, Host: "h"},
+		x509.CertificateInvalidError{Cert: ca.Cert, Reason: x509.Expired},
+		tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"},
+		&net.OpError{Op: "remote error", Err: errors.New("tls: unknown certificate authority")},
+	}
+	for _, err := range fatal {
+		assert.True(t, fatalDialError(wrap(err)), "%v", err)
+		assert.ErrorIs(t, fatalCause(wrap(err)), ErrAuthentication)
+	}
+	transient := []error{
+		io.EOF,
+		&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED},
+		context.DeadlineExceeded,
+		fmt.Errorf("metadata: %w", kerr.NotLeaderForPartition),
+		kerr.CoordinatorNotAvailable,
+		nil,
+	}
+	for _, err := range transient {
+		assert.False(t, fatalDialError(err), "%v", err)
+		assert.NoError(t, fatalCause(err))
+	}
+}
+
+// TestTLSVerificationFailureFailsFast: records waiting for a broker whose
+// certificate we do not trust fail with ErrAuthentication and the x509
+// cause, long before delivery.timeout.ms (10 minutes here).
+func TestTLSVerificationFailureFailsFast(t *testing.T) {
+	k := newPKI(t)
+	other, err := testcerts.NewCA("someone else")
+	require.NoError(t, err)
+	expired, err := k.ca.Issue(testcerts.LeafOptions{CommonName: "broker", Hosts: []string{"127.0.0.1"},
+		NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-24 * time.Hour)})
+	require.NoError(t, err)
+	untrusted, err := other.Issue(testcerts.LeafOptions{CommonName: "broker", Hosts: []string{"127.0.0.1"}})
+	require.NoError(t, err)
+	wrongHost, err := k.ca.Issue(testcerts.LeafOptions{CommonName: "broker", Hosts: []string{"kafka.example.com"}})
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		name string
+		leaf *testcerts.Leaf
+		is   func(error) bool
+	}{
+		{"untrusted CA", untrusted, func(err error) bool { var e x509.UnknownAuthorityError; return errors.As(err, &e) }},
+		{"expired", expired, func(err error) bool {
+			var e x509.CertificateInvalidError
+			return errors.As(err, &e) && e.Reason == x509.Expired
+		}},
+		{"wrong host", wrongHost, func(err error) bool { var e x509.HostnameError; return errors.As(err, &e) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr, _ := tlsServer(t, tc.leaf, nil)
+			p, err := New(BootstrapServers(addr), TLS(&tls.Config{RootCAs: k.ca.Pool()}),
+				DeliveryTimeout(10*time.Minute), RetryBackoff(50*time.Millisecond))
+			require.NoError(t, err)
+			defer closeSoon(p)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			err = produceWait(ctx, p, &Record{Topic: "t", Value: []byte("v")}, &Record{Topic: "u", Value: []byte("w")})
+			require.ErrorIs(t, err, ErrAuthentication, "want a fast authentication failure, not a timeout")
+			assert.NotErrorIs(t, err, ErrDeliveryTimeout)
+			assert.True(t, tc.is(err), "the cause says which check failed: %v", err)
+			var de *DeliveryError
+			require.ErrorAs(t, err, &de)
+			assert.False(t, de.FateUnknown, "never sent")
+		})
+	}
+}
+
+// TestUnreachableBrokerIsNotFatal is the negative control: a refused
+// connection is retried until delivery.timeout.ms, not failed at once.
+func TestUnreachableBrokerIsNotFatal(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens: connection refused
+	p, err := New(BootstrapServers(addr), TLS(&tls.Config{}),
+		DeliveryTimeout(1500*time.Millisecond), RequestTimeout(time.Second), Linger(0), RetryBackoff(50*time.Millisecond))
+	require.NoError(t, err)
+	defer p.Close(context.Background())
+	err = p.ProduceSync(context.Background(), &Record{Topic: "t", Value: []byte("v")}).FirstErr()
+	require.ErrorIs(t, err, ErrDeliveryTimeout)
+	assert.NotErrorIs(t, err, ErrAuthentication)
+}
+
+// produceWait produces records and returns the first error, or ctx's error
+// if ctx ends before every callback ran.
+func produceWait(ctx context.Context, p *Producer, recs ...*Record) error {
+	errs := make(chan error, len(recs))
+	for _, r := range recs {
+		p.Produce(ctx, r, func(_ *Record, err error) { errs <- err })
+	}
+	var first error
+	for range recs {
+		select {
+		case err := <-errs:
+			if first == nil {
+				first = err
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("records not called back: %w", ctx.Err())
+		}
+	}
+	return first
+}
+
+// closeSoon closes p, giving up on flushing after a few seconds.
+func closeSoon(p *Producer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	p.Close(ctx)
+}
