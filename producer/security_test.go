@@ -98,7 +98,9 @@ func TestPlainWithoutTLSWarnsOnce(t *testing.T) {
 func TestFatalDialError(t *testing.T) {
 	ca, err := testcerts.NewCA("x")
 	require.NoError(t, err)
-	wrap := func(err error) error { return fmt.Errorf("producer: no broker reachable: protocol: dial 127.0.0.1:9093: %w", err) }
+	wrap := func(err error) error {
+		return fmt.Errorf("producer: no broker reachable: protocol: dial 127.0.0.1:9093: %w", err)
+	}
 	fatal := []error{
 		fmt.Errorf("sasl PLAIN: %w: Authentication failed: Invalid username or password", kerr.SaslAuthenticationFailed),
 		fmt.Errorf("sasl handshake PLAIN (broker offers [SCRAM-SHA-512]): %w", kerr.UnsupportedSaslMechanism),
