@@ -74,7 +74,7 @@ func handshake(ctx context.Context, nc net.Conn, addr string, cfg DialConfig) (*
 		}
 		tlsConn := tls.Client(nc, tc)
 		if err := tlsConn.HandshakeContext(ctx); err != nil {
-			return nil, fmt.Errorf("tls: %w", err)
+			return nil, fmt.Errorf("tls handshake: %w", err)
 		}
 		nc = tlsConn
 	}

@@ -52,6 +52,9 @@ type Options struct {
 	Advertise func(node int) string
 	// HeapMB is each broker's JVM heap (-Xms and -Xmx) in MiB; default 512.
 	HeapMB int
+	// Listeners are extra listeners on every node (TLS, SASL); see
+	// [Listener] and [Cluster.ListenerAddr].
+	Listeners []Listener
 }
 
 // Cluster is a running Kafka cluster started by [Start]. Node i has broker
@@ -163,6 +166,9 @@ func start(t testing.TB, o Options, classpath string) (*Cluster, error) {
 			if *a, err = reserve(); err != nil {
 				return nil, err
 			}
+		}
+		if err := n.reserveListeners(o.Listeners, reserve); err != nil {
+			return nil, err
 		}
 		if o.Advertise != nil {
 			n.advertised = o.Advertise(i)

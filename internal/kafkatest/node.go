@@ -36,6 +36,8 @@ type node struct {
 	controllerAddr string
 	proxy          *linkproxy.Proxy // nil with Options.Advertise
 	jvmArgs        []string
+	listeners      map[string]string // extra listener name -> address (security.go)
+	listenerSpecs  []Listener
 
 	// mu guards the following.
 	mu     sync.Mutex
