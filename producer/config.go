@@ -42,7 +42,8 @@ type config struct {
 	idleRearm          time.Duration
 	securityProtocol   string
 	saslMechanism      string
-	saslUser, saslPass string
+	jaas               map[string]string // sasl.jaas.config options
+	oauthTokenURL      string
 	ssl                sslConfig
 
 	tls    *tls.Config

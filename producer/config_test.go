@@ -218,8 +218,8 @@ func TestSecurityPropertiesFromJavaConfig(t *testing.T) {
 	if p.cfg.tls == nil || p.cfg.sasl == nil || p.cfg.sasl.Name() != "SCRAM-SHA-512" {
 		t.Fatalf("tls=%v sasl=%v", p.cfg.tls, p.cfg.sasl)
 	}
-	if p.cfg.saslUser != "alice" || p.cfg.saslPass != `s3"cret` {
-		t.Errorf("jaas parsed as %q/%q", p.cfg.saslUser, p.cfg.saslPass)
+	if p.cfg.jaas["username"] != "alice" || p.cfg.jaas["password"] != `s3"cret` {
+		t.Errorf("jaas parsed as %q", p.cfg.jaas)
 	}
 	_, err = NewFromProperties(map[string]string{"bootstrap.servers": "h:1", "security.protocol": "SASL_PLAINTEXT"})
 	var ce *ConfigError

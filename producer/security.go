@@ -1,14 +1,18 @@
 package producer
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+	"golang.org/x/oauth2/clientcredentials"
 )
 
 // ErrAuthentication is the cause of records failed because connecting
@@ -34,43 +38,48 @@ var securityProperties = append([]property{
 		}
 		return fmt.Errorf("must be one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL")
 	}},
-	{"sasl.mechanism", "PLAIN", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", func(c *config, v string) error {
+	{"sasl.mechanism", "PLAIN", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", func(c *config, v string) error {
 		switch strings.ToUpper(v) {
-		case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+		case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER":
 			c.saslMechanism = strings.ToUpper(v)
 			return nil
 		}
-		return fmt.Errorf("must be one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512")
+		return fmt.Errorf("must be one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER")
 	}},
-	{"sasl.jaas.config", "", `login module with username="..." password="..." (PlainLoginModule or ScramLoginModule)`, func(c *config, v string) error {
-		if v == "" {
-			c.saslUser, c.saslPass = "", ""
+	{"sasl.jaas.config", "", `login module with username="..." password="..." (PlainLoginModule, ScramLoginModule), or clientId="..." clientSecret="..." [scope="..."] (OAuthBearerLoginModule)`, func(c *config, v string) error {
+		c.jaas = nil
+		if strings.TrimSpace(v) == "" {
 			return nil
 		}
-		user, pass, ok := parseJAAS(v)
-		if !ok {
-			return fmt.Errorf(`want a login module with username="..." and password="..."`)
+		fields := parseJAASFields(v)
+		if len(fields) == 0 {
+			return fmt.Errorf(`want a login module with username="..." password="...", or clientId="..." clientSecret="..."`)
 		}
-		c.saslUser, c.saslPass = user, pass
+		c.jaas = fields
+		return nil
+	}},
+	{"sasl.oauthbearer.token.endpoint.url", "", "OAUTHBEARER: the OAuth 2 token endpoint; tokens are fetched with the client credentials grant (clientId, clientSecret, scope from sasl.jaas.config)", func(c *config, v string) error {
+		if v != "" {
+			u, err := url.Parse(v)
+			if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+				return fmt.Errorf("want an http(s) URL")
+			}
+		}
+		c.oauthTokenURL = v
 		return nil
 	}},
 }, sslProperties...)
 
-var jaasField = regexp.MustCompile(`(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"`)
+var jaasField = regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*"((?:[^"\\]|\\.)*)"`)
 
-// parseJAAS pulls username and password out of a JAAS line such as
+// parseJAASFields pulls the key="value" options out of a JAAS line such as
 // org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p";
-func parseJAAS(s string) (user, pass string, ok bool) {
-	var haveUser, havePass bool
+func parseJAASFields(s string) map[string]string {
+	fields := map[string]string{}
 	for _, m := range jaasField.FindAllStringSubmatch(s, -1) {
-		val := strings.ReplaceAll(strings.ReplaceAll(m[2], `\"`, `"`), `\\`, `\`)
-		if m[1] == "username" {
-			user, haveUser = val, true
-		} else {
-			pass, havePass = val, true
-		}
+		fields[m[1]] = strings.ReplaceAll(strings.ReplaceAll(m[2], `\"`, `"`), `\\`, `\`)
 	}
-	return user, pass, haveUser && havePass
+	return fields
 }
 
 // applySecurity turns the security properties into the TLS config and SASL
@@ -100,17 +109,50 @@ func (c *config) applySecurity() error {
 // saslFromProperties builds the SASL mechanism from sasl.mechanism and
 // sasl.jaas.config.
 func (c *config) saslFromProperties(proto string) error {
-	if c.saslUser == "" && c.saslPass == "" {
-		return &ConfigError{Property: "sasl.jaas.config", Reason: "required when security.protocol is " + proto}
+	if c.saslMechanism == "OAUTHBEARER" {
+		return c.oauthFromProperties()
+	}
+	user, haveUser := c.jaas["username"]
+	pass, havePass := c.jaas["password"]
+	if !haveUser || !havePass {
+		return &ConfigError{Property: "sasl.jaas.config", Reason: `username="..." and password="..." required when security.protocol is ` + proto}
 	}
 	switch c.saslMechanism {
 	case "SCRAM-SHA-256":
-		c.sasl = scram.Auth{User: c.saslUser, Pass: c.saslPass}.AsSha256Mechanism()
+		c.sasl = scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()
 	case "SCRAM-SHA-512":
-		c.sasl = scram.Auth{User: c.saslUser, Pass: c.saslPass}.AsSha512Mechanism()
+		c.sasl = scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()
 	default:
-		c.sasl = plain.Auth{User: c.saslUser, Pass: c.saslPass}.AsMechanism()
+		c.sasl = plain.Auth{User: user, Pass: pass}.AsMechanism()
 	}
+	return nil
+}
+
+// oauthFromProperties builds OAUTHBEARER with tokens from the token
+// endpoint by the client credentials grant. The token source caches a
+// token and fetches a new one when it is about to expire, so every new
+// connection logs in with a valid token.
+func (c *config) oauthFromProperties() error {
+	if c.oauthTokenURL == "" {
+		return &ConfigError{Property: "sasl.oauthbearer.token.endpoint.url",
+			Reason: "required with sasl.mechanism=OAUTHBEARER (or pass the SASL option with oauth.Oauth from franz-go's pkg/sasl/oauth for another token source)"}
+	}
+	id, secret := c.jaas["clientId"], c.jaas["clientSecret"]
+	if id == "" || secret == "" {
+		return &ConfigError{Property: "sasl.jaas.config", Reason: `OAuthBearerLoginModule needs clientId="..." and clientSecret="..."`}
+	}
+	cc := clientcredentials.Config{ClientID: id, ClientSecret: secret, TokenURL: c.oauthTokenURL}
+	if scope := c.jaas["scope"]; scope != "" {
+		cc.Scopes = strings.Fields(strings.ReplaceAll(scope, ",", " "))
+	}
+	ts := cc.TokenSource(context.Background())
+	c.sasl = oauth.Oauth(func(context.Context) (oauth.Auth, error) {
+		tok, err := ts.Token()
+		if err != nil {
+			return oauth.Auth{}, fmt.Errorf("oauthbearer token from %s: %w", c.oauthTokenURL, err)
+		}
+		return oauth.Auth{Token: tok.AccessToken}, nil
+	})
 	return nil
 }
 

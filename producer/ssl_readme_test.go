@@ -1,7 +1,7 @@
 package producer_test
 
-// The ssl.* properties have no typed options of their own: the TLS option
-// takes a whole tls.Config instead. Listed here, not in example_test.go's
+// The ssl.* and OAUTHBEARER properties have no typed options of their own:
+// the TLS and SASL options take a whole tls.Config or sasl.Mechanism. Listed here, not in example_test.go's
 // table, so the README check knows what to print for them.
 func init() {
 	for _, name := range []string{
@@ -11,4 +11,5 @@ func init() {
 	} {
 		propertyOnly[name] = "`Property`, or `TLS`"
 	}
+	propertyOnly["sasl.oauthbearer.token.endpoint.url"] = "`Property`, or `SASL`"
 }

@@ -4,11 +4,15 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,6 +85,13 @@ func startSecure(t *testing.T) *secEnv {
 		{Name: "SASL_SSL", Protocol: "SASL_SSL", Config: MergeConfig(sasl, tlsGood)},
 		{Name: "EXPIRED", Protocol: "SSL", Config: TLSListenerConfig(store("expired.pem", expired), "", "", "none")},
 		{Name: "WRONGHOST", Protocol: "SSL", Config: TLSListenerConfig(store("wronghost.pem", wrongHost), "", "", "none")},
+		// Kafka's built-in unsecured OAUTHBEARER validator (test mode);
+		// sessions last 3 s, then the broker closes the connection.
+		{Name: "OAUTH", Protocol: "SASL_PLAINTEXT", Config: map[string]string{
+			"sasl.enabled.mechanisms":               "OAUTHBEARER",
+			"oauthbearer.sasl.jaas.config":          `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="admin";`,
+			"oauthbearer.connections.max.reauth.ms": "3000",
+		}},
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -215,7 +226,54 @@ func TestSecurity(t *testing.T) {
 			tc.check(t, err)
 		})
 	}
+	t.Run("ok/OAUTHBEARER token endpoint, tokens refreshed", func(t *testing.T) { testOAuthBearer(t, e) })
 	t.Logf("TestSecurity wall time %v", time.Since(began).Round(time.Millisecond))
+}
+
+// testOAuthBearer produces for about 8 s over OAUTHBEARER with tokens from
+// a client-credentials token endpoint run here. Tokens live 12 s, so the
+// oauth2 library (which renews 10 s before expiry) fetches a new one for
+// every connection made 2 s after the last fetch; the broker ends each
+// session after 3 s and the producer reconnects with a fresh token. All
+// records arrive exactly once and in order.
+func testOAuthBearer(t *testing.T, e *secEnv) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, secret, ok := r.BasicAuth()
+		if r.FormValue("grant_type") != "client_credentials" || !ok || id != "lh-client" || secret != "lh-secret" {
+			http.Error(w, `{"error":"invalid_client"}`, http.StatusUnauthorized)
+			return
+		}
+		hits.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"access_token":%q,"token_type":"Bearer","expires_in":12}`, unsecuredJWT("lh-client", 12*time.Second))
+	}))
+	defer srv.Close()
+	const n, parts = 4000, 2
+	topic := "sec-oauth"
+	e.c.CreateTopic(t, topic, parts, 1, nil)
+	p := newLonghaul(t, e.c.ListenerBootstrap("OAUTH"), nil, props(map[string]string{
+		"security.protocol":                   "SASL_PLAINTEXT",
+		"sasl.mechanism":                      "OAUTHBEARER",
+		"sasl.oauthbearer.token.endpoint.url": srv.URL + "/token",
+		"sasl.jaas.config":                    `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="lh-client" clientSecret="lh-secret";`,
+	})...)
+	run := startLonghaul(p, topic, n, parts, 5) // 500 records/s
+	sent := run.wait(t, 2*time.Minute)
+	require.Empty(t, run.failures())
+	rep := checkLog(t, e.c, topic, parts, sent)
+	assert.Equal(t, n, rep.Acked)
+	t.Logf("token endpoint hits: %d", hits.Load())
+	assert.GreaterOrEqual(t, hits.Load(), int64(2), "tokens were refreshed during the run")
+}
+
+// unsecuredJWT returns an unsigned JWT (alg none) for Kafka's unsecured
+// OAUTHBEARER validator.
+func unsecuredJWT(sub string, life time.Duration) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	now := time.Now()
+	claims := fmt.Sprintf(`{"sub":%q,"iat":%d,"exp":%d}`, sub, now.Unix(), now.Add(life).Unix())
+	return enc([]byte(`{"alg":"none"}`)) + "." + enc([]byte(claims)) + "."
 }
 
 func saslFailed(t *testing.T, err error) {
