@@ -217,3 +217,37 @@ func closeSoon(p *Producer) {
 	defer cancel()
 	p.Close(ctx)
 }
+
+func TestOAuthBearerPropertiesBadInput(t *testing.T) {
+	base := map[string]string{
+		"bootstrap.servers":                   "127.0.0.1:1",
+		"security.protocol":                   "SASL_SSL",
+		"sasl.mechanism":                      "OAUTHBEARER",
+		"sasl.oauthbearer.token.endpoint.url": "https://login.example.com/token",
+		"sasl.jaas.config":                    `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="id" clientSecret="s" scope="kafka";`,
+	}
+	p, err := NewFromProperties(base)
+	require.NoError(t, err)
+	assert.Equal(t, "OAUTHBEARER", p.cfg.sasl.Name())
+	closeSoon(p)
+	for prop, v := range map[string]string{
+		"sasl.oauthbearer.token.endpoint.url": "",
+		"sasl.jaas.config":                    `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="id";`,
+	} {
+		m := map[string]string{}
+		for k, x := range base {
+			m[k] = x
+		}
+		m[prop] = v
+		_, err := NewFromProperties(m)
+		var ce *ConfigError
+		require.ErrorAs(t, err, &ce, prop)
+		assert.Equal(t, prop, ce.Property)
+	}
+	m := map[string]string{"sasl.oauthbearer.token.endpoint.url": "login.example.com/token"}
+	m["bootstrap.servers"] = "127.0.0.1:1"
+	_, err = NewFromProperties(m)
+	var ce *ConfigError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, "sasl.oauthbearer.token.endpoint.url", ce.Property)
+}
