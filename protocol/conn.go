@@ -41,13 +41,6 @@ type DialConfig struct {
 	MaxFrameSize int
 }
 
-// clientSoftwareName/Version are sent in ApiVersions v3+ (KIP-511). Brokers
-// validate them against [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?.
-const (
-	clientSoftwareName    = "longhaul"
-	clientSoftwareVersion = "0.1.0"
-)
-
 // Conn is a pipelined connection to one broker, made by [Dial]. Many
 // requests are written back to back by one writer goroutine and their
 // responses matched by correlation id by one reader goroutine; each request

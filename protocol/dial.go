@@ -133,7 +133,7 @@ func (c *Conn) negotiate(caps map[int16]int16) error {
 	req := kmsg.NewPtrApiVersionsRequest()
 	req.Version = apiVersionsVersion
 	req.ClientSoftwareName = clientSoftwareName
-	req.ClientSoftwareVersion = clientSoftwareVersion
+	req.ClientSoftwareVersion = clientSoftwareVersion()
 	var resp *kmsg.ApiVersionsResponse
 	for attempt := 0; ; attempt++ {
 		r, frame, err := c.roundTrip(req)
