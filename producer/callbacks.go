@@ -90,6 +90,7 @@ func (q *callbackQueue) pushCounted(c completion, p *Producer) {
 func (c completion) run() {
 	if c.b != nil {
 		for _, pr := range c.b.records {
+			c.p.cfg.hooks.recordDone(pr.rec, c.err)
 			pr.cb(pr.rec, c.err)
 		}
 		if c.counted {
@@ -98,6 +99,9 @@ func (c completion) run() {
 		}
 		c.b.recycle()
 		return
+	}
+	if c.counted {
+		c.p.cfg.hooks.recordDone(c.rec, c.err)
 	}
 	c.cb(c.rec, c.err)
 	if c.counted {

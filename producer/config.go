@@ -50,6 +50,7 @@ type config struct {
 	sasl   sasl.Mechanism
 	logger *slog.Logger
 	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
+	hooks  hookSet // hooks.go
 
 	// Test hooks, unexported on purpose.
 	unsafeFixedWindow int         // >0: ignore learned windows and the gate (negative controls)

@@ -78,6 +78,7 @@ func (s *sender) dialed(n *nodeState, c *protocol.Conn, err error) {
 		n.backoffUntil = time.Now().Add(s.backoff(n.failures))
 		n.lastErr = err
 		s.p.log.Warn("connecting to broker failed", "node", n.id, "addr", n.addr, "err", err)
+		s.cfg.hooks.connected(n, err)
 		if !errors.Is(err, protocol.ErrIdempotenceUnsupported) {
 			s.wantMetadata() // the broker may have moved
 		}
@@ -98,6 +99,8 @@ func (s *sender) dialed(n *nodeState, c *protocol.Conn, err error) {
 		windowCap = 1
 	}
 	s.p.lim.SetNodeWindowCap(n.id, windowCap)
+	s.cfg.hooks.connected(n, nil)
+	s.cfg.hooks.windowsChanged(s, n.id, WindowReconnect)
 }
 
 // connFailed drops n's connection after an error on c. A request timeout
@@ -109,6 +112,7 @@ func (s *sender) connFailed(n *nodeState, c *protocol.Conn, err error) {
 		n.connected.Store(false)
 		n.lastErr = err
 		s.p.log.Info("broker connection lost; retrying its batches", "node", n.id, "err", err)
+		s.cfg.hooks.disconnected(n, err)
 	}
 }
 

@@ -263,6 +263,7 @@ func (s *sender) applyLeader(ps *partitionState, leader, epoch int32) {
 	ps.leaderPub.Store(leader)
 	// Resets the window to 5 and re-arms the first-batch gate.
 	s.p.lim.SetLeader(ps.lim, leader, epoch)
+	s.cfg.hooks.windowChanged(s, ps, WindowLeaderChange)
 }
 
 // maintainIdentity gets a producer id at start, and bumps the epoch once
@@ -335,6 +336,7 @@ func (s *sender) initDone(askedPID, id int64, epoch int16, code int16) {
 	s.idFailures = 0
 	s.lastIDErr = nil
 	bump := s.haveID
+	s.cfg.hooks.producerID(s.pid, s.epoch, id, epoch)
 	s.pid, s.epoch, s.haveID = id, epoch, true
 	s.idPub.Store(id<<16 | int64(uint16(epoch)))
 	if bump {
@@ -344,6 +346,7 @@ func (s *sender) initDone(askedPID, id int64, epoch int16, code int16) {
 	}
 	s.needBump, s.needNewID = false, false
 	s.p.lim.ResetAll()
+	s.cfg.hooks.windowsChanged(s, -1, WindowBump)
 }
 
 // renumber gives every unacknowledged batch, partition by partition, new

@@ -37,6 +37,13 @@
 // not block. From a callback, Produce and TryProduce may be called; Flush,
 // ProduceSync and Close return ErrInCallback instead of deadlocking.
 //
+// Hooks: the [Hooks] option takes values implementing any of the Hook*
+// interfaces ([HookBatchSent], [HookBatchAcked], [HookBatchRejected],
+// [HookRecordDone], [HookWindowChanged], [HookProducerID],
+// [HookBrokerConnect], [HookBrokerDisconnect], [HookThrottle]) to feed
+// metrics or tests. They run on the sender goroutine and must not block;
+// see [Hook].
+//
 // Partitions: a record goes to the partition of its key (murmur2, as the
 // Java client), or, without a key, to a sticky partition; only
 // [Record.SetPartition] chooses one explicitly.

@@ -125,6 +125,8 @@ func (s *sender) shutdown() {
 	for _, n := range s.nodes {
 		if n.conn != nil {
 			n.conn.Close()
+			n.conn = nil // its failing requests are not a connection loss
+			s.cfg.hooks.disconnected(n, ErrClosed)
 		}
 	}
 	if s.control != nil {
@@ -146,6 +148,7 @@ func (s *sender) shutdown() {
 		t.waiting = nil
 		for _, ps := range t.parts {
 			for len(ps.inflight) > 0 {
+				s.cfg.hooks.batchRejected(s, -1, ps.inflight[0], ErrClosed, false)
 				s.failBatch(ps.inflight[0], ErrClosed, true)
 			}
 			for len(ps.retry) > 0 {

@@ -40,6 +40,7 @@ func (s *sender) handleProduce(sr *sentRequest) {
 		return
 	}
 	pr, _ := resp.(*kmsg.ProduceResponse)
+	s.cfg.hooks.throttled(sr.node.id, pr)
 	cur := respCursor{pr: pr, version: sr.version}
 	for i, b := range sr.batches {
 		rp := cur.find(b)
@@ -66,9 +67,11 @@ func (s *sender) handleProduce(sr *sentRequest) {
 			if rp.ErrorCode != 0 {
 				offset = -1
 			}
+			s.cfg.hooks.batchAcked(s, sr.node.id, b, offset)
 			s.batchAcked(b, offset)
 		default:
 			s.p.lim.Complete(sr.ir.Tickets[i], out)
+			s.cfg.hooks.windowChanged(s, b.part, WindowLearned)
 			cause := kerr.ErrorForCode(rp.ErrorCode)
 			if rp.ErrorMessage != nil && *rp.ErrorMessage != "" {
 				cause = &brokerError{err: cause, msg: *rp.ErrorMessage}
@@ -185,6 +188,7 @@ func (s *sender) batchRejected(b *batch, code int16, cause error, hint *kmsg.Pro
 	if s.cfg.regress.notLeaderNotWritten && lookupCode(code).class == classLeader {
 		v.maybeWritten = b.maybeWritten
 	}
+	s.cfg.hooks.batchRejected(s, -1, b, cause, v.act == actRetry || v.act == actSplit)
 	b.maybeWritten = v.maybeWritten
 	if v.refreshMetadata {
 		if hint != nil && hint.LeaderID >= 0 && hint.LeaderEpoch > ps.leaderEpoch {

@@ -245,6 +245,7 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 			// producer.id.expiration.ms (a day) and costs one round trip
 			// per burst after a pause that long.
 			s.p.lim.Reset(ps.lim)
+			s.cfg.hooks.windowChanged(s, ps, WindowIdle)
 			ps.lastAck = time.Time{}
 		}
 		if ps.leader < 0 {
@@ -324,6 +325,7 @@ func (s *sender) sendToNode(n *nodeState, now time.Time) {
 			sr.batches = append(sr.batches, b)
 		}
 		s.issue(sr)
+		s.cfg.hooks.requestSent(s, sr)
 		// Partitions that still have batches and room go in the next request.
 		keep := n.cand[:0]
 		for _, ps := range n.cand {

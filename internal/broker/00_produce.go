@@ -123,6 +123,7 @@ func handleProduce(c *Cluster, r *request) (kmsg.Response, error) {
 		r.n.dropProduce--
 		r.p.drop = true
 	}
+	resp.ThrottleMillis = int32(r.n.throttle.Milliseconds())
 	return resp, nil
 }
 

@@ -50,6 +50,7 @@ type node struct {
 	bw          int64
 	stallUntil  time.Time
 	dropProduce int
+	throttle    time.Duration // SetProduceThrottle
 	closeAfter  int
 	inNext      time.Time // bandwidth pacing, request direction
 	outNext     time.Time // bandwidth pacing, response direction

@@ -150,6 +150,17 @@ func (c *Cluster) Stall(node int32, d time.Duration) {
 	}
 }
 
+// SetProduceThrottle makes node report d as ThrottleMillis in every
+// ProduceResponse from now on, as a broker enforcing a quota does; 0 stops.
+// Only the field is set: nothing is delayed or muted.
+func (c *Cluster) SetProduceThrottle(node int32, d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if nd, err := c.node(node); err == nil {
+		nd.throttle = d
+	}
+}
+
 // DropConnections closes every current connection of node. Responses not
 // yet written are lost (appends that happened stay). The listener stays
 // up, so clients can reconnect at once.

@@ -3,7 +3,6 @@ package soak
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"runtime"
 	"sort"
@@ -179,7 +178,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	for i := range prods {
 		// The window check must know the producer's in-flight batches of
 		// every partition on a connection it gives up (see window.go).
-		hook := &lossHook{inner: cfg.Logger.Handler(), onLoss: func(node int32, at time.Time) {
+		hook := &lossHook{onLoss: func(node int32, at time.Time) {
 			if p := live[i].Load(); p != nil {
 				w.connLost(i, node, at, inflightOn(p, node))
 			}
@@ -198,7 +197,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			producer.RetryBackoff(10*time.Millisecond),
 			producer.RetryBackoffMax(retryBackoffMax),
 			producer.MetadataMaxAge(2*time.Second),
-			producer.Logger(slog.New(hook).With("producer", i)),
+			producer.Logger(cfg.Logger.With("producer", i)),
+			producer.Hooks(hook),
 		)
 		if err != nil {
 			for _, q := range prods[:i] {

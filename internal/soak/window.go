@@ -35,7 +35,7 @@ import (
 //     closed: after a stall it even reads and handles the requests still
 //     buffered in the socket. Meanwhile the producer sends on its new
 //     connection, so the broker sees both. At the loss (seen through the
-//     producer's "broker connection lost" log record) the tracker records
+//     producer's HookBrokerDisconnect, hook.go) the tracker records
 //     the producer's in-flight count of every partition the node led;
 //     that many more batches are allowed for that producer's partition
 //     until the node's stall, if any, is over plus drain. drain is the one

@@ -1,0 +1,399 @@
+package producer
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/longhaul-kafka/longhaul/inflight"
+)
+
+// Hook is a value given to the [Hooks] option. The producer checks which of
+// the Hook* interfaces of this package it implements (any subset, none
+// required) and calls those methods when the event happens, as franz-go's
+// kgo does with its hooks. A hook that implements none of them is rejected
+// by [New] with a [ConfigError] naming "hooks", since it would never be
+// called.
+//
+// Contract: every method except [HookRecordDone.OnRecordDone] runs on the
+// producer's one sender goroutine, the goroutine that writes requests and
+// applies responses for every partition. It must return quickly and never
+// block: while it runs, no partition sends or learns anything. A hook that
+// needs to do slow work (network, disk) copies what it needs and hands it to
+// its own goroutine. A hook must not call the Producer's methods that wait
+// (Flush, ProduceSync, Close): they would wait for the sender the hook is
+// holding. Calls on the sender goroutine are made one at a time, so a hook
+// used by one producer needs no lock for the state it keeps between them;
+// values it shares with other goroutines (a metrics scrape) need their own.
+//
+// Values passed to a hook belong to it only during the call, except the
+// *Record of OnRecordDone, which follows the rules of a callback.
+type Hook any
+
+// Hooks registers hooks; each value implements any of the Hook* interfaces
+// of this package (see [Hook] for when and where they run). Hooks are
+// called in the order given; repeated Hooks options add to the list.
+func Hooks(hs ...Hook) Opt {
+	return optFunc(func(c *config) error {
+		for _, h := range hs {
+			if !c.hooks.add(h) {
+				return &ConfigError{Property: "hooks", Reason: "a hook implements none of the Hook* interfaces"}
+			}
+		}
+		return nil
+	})
+}
+
+// BatchInfo describes one batch of one partition for [HookBatchSent],
+// [HookBatchAcked] and [HookBatchRejected].
+type BatchInfo struct {
+	Topic     string
+	Partition int32
+	// Node is the broker the attempt went to.
+	Node int32
+	// Records is the number of records in the batch.
+	Records int
+	// Bytes is the size of the RecordBatch on the wire, after compression.
+	Bytes int
+	// Attempt counts the batch's sends: 1 for the first, more for retries.
+	Attempt int
+	// BaseSequence is the idempotent sequence number of the first record.
+	BaseSequence int32
+	// Age is the time since the batch's first record was produced: for
+	// [HookBatchSent] how long it waited (linger, window, retries); for
+	// [HookBatchAcked] the produce-to-acknowledgement latency of its oldest
+	// record.
+	Age time.Duration
+	// Window is the partition's in-flight limit (the learned KIP-1269
+	// window, or 5) when the batch was sent, or, in [HookBatchAcked], once
+	// this acknowledgement's window was applied.
+	Window int
+}
+
+// HookBatchSent is called for every produce attempt of a batch, retries
+// included, once its ProduceRequest has been handed to the broker
+// connection (queued to be written; the broker has not answered). Each call
+// is followed by exactly one [HookBatchAcked] or [HookBatchRejected] call
+// for the same attempt, including for attempts still in flight at Close.
+type HookBatchSent interface {
+	OnBatchSent(b BatchInfo)
+}
+
+// HookBatchAcked is called when a broker acknowledged a batch (success, or
+// DUPLICATE_SEQUENCE_NUMBER for a retry it had already written), before the
+// records' callbacks are queued. baseOffset is the first record's offset,
+// -1 for a duplicate.
+type HookBatchAcked interface {
+	OnBatchAcked(b BatchInfo, baseOffset int64)
+}
+
+// HookBatchRejected is called when a produce attempt of a batch ended
+// without an acknowledgement: err wraps the broker's error code (a kerr
+// error; use errors.As with *kerr.Error for the code) or the connection's
+// error. retrying reports whether the batch will be sent again; when it is
+// false the batch's records fail (their callbacks get a [DeliveryError]).
+// At Close, err wraps [ErrClosed] and retrying is false.
+type HookBatchRejected interface {
+	OnBatchRejected(b BatchInfo, err error, retrying bool)
+}
+
+// HookRecordDone is called once for every record Produce accepted, with
+// the error its callback gets (nil on success), just before that callback,
+// on the callback goroutine (not the sender's). Like a callback it must not
+// block.
+type HookRecordDone interface {
+	OnRecordDone(r *Record, err error)
+}
+
+// WindowCause says why a partition's in-flight limit changed, for
+// [HookWindowChanged].
+type WindowCause uint8
+
+const (
+	// WindowLearned: a ProduceResponse announced the broker's window
+	// (KIP-1269), or answered without it (an old broker: 5).
+	WindowLearned WindowCause = iota + 1
+	// WindowLeaderChange: the partition moved to another leader; the
+	// limit starts again at 5.
+	WindowLeaderChange
+	// WindowReconnect: a new connection to the partition's leader; the
+	// limit starts again at 5 (the broker may have restarted), or 1 on
+	// Kafka 0.11.
+	WindowReconnect
+	// WindowIdle: no acknowledgement for longhaul.idle.rearm.ms; the
+	// limit starts again at 5 (the broker may have expired our state).
+	WindowIdle
+	// WindowBump: the producer epoch was bumped or a new producer id
+	// taken; every partition starts again at 5.
+	WindowBump
+)
+
+// String returns the cause's name: "learned", "leader change",
+// "reconnect", "idle" or "bump".
+func (c WindowCause) String() string {
+	switch c {
+	case WindowLearned:
+		return "learned"
+	case WindowLeaderChange:
+		return "leader change"
+	case WindowReconnect:
+		return "reconnect"
+	case WindowIdle:
+		return "idle"
+	case WindowBump:
+		return "bump"
+	}
+	return "unknown"
+}
+
+// HookWindowChanged is called when a partition's in-flight limit (the
+// value [Producer.InFlightLimit] returns) changes, with the old and new
+// values and why. Every partition starts at 5 (or max.window if lower)
+// without a call; a call is made only when the value differs from the last
+// one reported for the partition.
+type HookWindowChanged interface {
+	OnWindowChanged(topic string, partition int32, old, new int, why WindowCause)
+}
+
+// HookProducerID is called when InitProducerId gave the producer an
+// identity: the first one (oldID -1, oldEpoch -1), an epoch bump (same id,
+// epoch one higher, after a sequence gap) or a new id (brokers before Kafka
+// 2.5, a refused bump, or an exhausted epoch).
+type HookProducerID interface {
+	OnProducerID(oldID int64, oldEpoch int16, id int64, epoch int16)
+}
+
+// HookBrokerConnect is called after each attempt to connect to a broker
+// for produce requests: err is nil when the connection is ready
+// (handshake, authentication and version checks done), else why it failed.
+type HookBrokerConnect interface {
+	OnBrokerConnect(node int32, addr string, err error)
+}
+
+// HookBrokerDisconnect is called once for every connection reported by
+// [HookBrokerConnect] without an error, when the producer gives it up:
+// cause is the I/O error, the request timeout, the broker closing an idle
+// connection, or [ErrClosed] at Close. Batches in flight on it are retried
+// (their fate is unknown) or, at Close, failed.
+type HookBrokerDisconnect interface {
+	OnBrokerDisconnect(node int32, addr string, cause error)
+}
+
+// HookThrottle is called for every ProduceResponse carrying a throttle
+// time (a broker quota, ThrottleMillis > 0). Brokers since Kafka 2.0
+// answer first and then mute the connection for that long; the producer
+// does not wait on its own.
+type HookThrottle interface {
+	OnThrottle(node int32, throttle time.Duration)
+}
+
+// hookSet is the registered hooks, split per interface once so an event
+// with no hook costs a length check.
+type hookSet struct {
+	sent       []HookBatchSent
+	acked      []HookBatchAcked
+	rejected   []HookBatchRejected
+	done       []HookRecordDone
+	window     []HookWindowChanged
+	ids        []HookProducerID
+	connect    []HookBrokerConnect
+	disconnect []HookBrokerDisconnect
+	throttle   []HookThrottle
+
+	// windows is the last limit reported per partition, owned by the
+	// sender goroutine; nil until a window hook needs it.
+	windows map[*partitionState]int
+}
+
+// add sorts h into the lists of the interfaces it implements; false if
+// none.
+func (hs *hookSet) add(h Hook) bool {
+	found := false
+	if x, ok := h.(HookBatchSent); ok {
+		hs.sent, found = append(hs.sent, x), true
+	}
+	if x, ok := h.(HookBatchAcked); ok {
+		hs.acked, found = append(hs.acked, x), true
+	}
+	if x, ok := h.(HookBatchRejected); ok {
+		hs.rejected, found = append(hs.rejected, x), true
+	}
+	if x, ok := h.(HookRecordDone); ok {
+		hs.done, found = append(hs.done, x), true
+	}
+	if x, ok := h.(HookWindowChanged); ok {
+		hs.window, found = append(hs.window, x), true
+	}
+	if x, ok := h.(HookProducerID); ok {
+		hs.ids, found = append(hs.ids, x), true
+	}
+	if x, ok := h.(HookBrokerConnect); ok {
+		hs.connect, found = append(hs.connect, x), true
+	}
+	if x, ok := h.(HookBrokerDisconnect); ok {
+		hs.disconnect, found = append(hs.disconnect, x), true
+	}
+	if x, ok := h.(HookThrottle); ok {
+		hs.throttle, found = append(hs.throttle, x), true
+	}
+	return found
+}
+
+// The dispatch methods below are what the core calls, one line per call
+// site; each returns at once when no hook wants the event.
+
+// batchInfo describes b's current attempt to node.
+func (s *sender) batchInfo(b *batch, node int32, now time.Time) BatchInfo {
+	ps := b.part
+	return BatchInfo{
+		Topic: ps.topic.name, Partition: ps.id, Node: node,
+		Records: len(b.records), Bytes: len(b.bytes), Attempt: b.attempts,
+		BaseSequence: b.seq, Age: now.Sub(b.created), Window: s.p.lim.Limit(ps.lim),
+	}
+}
+
+// requestSent reports every batch of sr (sender.go, sendToNode).
+func (hs *hookSet) requestSent(s *sender, sr *sentRequest) {
+	if len(hs.sent) == 0 {
+		return
+	}
+	now := time.Now()
+	for _, b := range sr.batches {
+		info := s.batchInfo(b, sr.node.id, now)
+		for _, h := range hs.sent {
+			h.OnBatchSent(info)
+		}
+	}
+}
+
+// batchAcked reports b's acknowledgement (response.go, handleProduce),
+// after the limiter applied its window and before b's callbacks are
+// queued (b may be recycled after them).
+func (hs *hookSet) batchAcked(s *sender, node int32, b *batch, baseOffset int64) {
+	hs.windowChanged(s, b.part, WindowLearned)
+	if len(hs.acked) == 0 {
+		return
+	}
+	info := s.batchInfo(b, node, time.Now())
+	for _, h := range hs.acked {
+		h.OnBatchAcked(info, baseOffset)
+	}
+}
+
+// batchRejected reports an attempt of b that was not acknowledged
+// (response.go, batchRejected; lifecycle.go, shutdown), before b's fate is
+// applied. node is where the attempt went; -1 takes the partition's leader.
+func (hs *hookSet) batchRejected(s *sender, node int32, b *batch, err error, retrying bool) {
+	if len(hs.rejected) == 0 {
+		return
+	}
+	if node < 0 {
+		node = b.part.leader
+	}
+	if s.stopping {
+		// Close: the batch fails, whatever the attempt's error said.
+		retrying = false
+		if !errors.Is(err, ErrClosed) {
+			err = fmt.Errorf("%w (%w)", ErrClosed, err)
+		}
+	}
+	info := s.batchInfo(b, node, time.Now())
+	for _, h := range hs.rejected {
+		h.OnBatchRejected(info, err, retrying)
+	}
+}
+
+// recordDone reports a record's outcome (callbacks.go, completion.run).
+func (hs *hookSet) recordDone(r *Record, err error) {
+	for _, h := range hs.done {
+		h.OnRecordDone(r, err)
+	}
+}
+
+// windowChanged reports ps's limit if it differs from the last one
+// reported; call it after any limiter call that may change it.
+func (hs *hookSet) windowChanged(s *sender, ps *partitionState, why WindowCause) {
+	if len(hs.window) == 0 {
+		return
+	}
+	if hs.windows == nil {
+		hs.windows = make(map[*partitionState]int)
+	}
+	old, seen := hs.windows[ps]
+	if !seen {
+		old = inflight.DefaultWindow
+		if c := s.cfg.windowCap; c > 0 {
+			old = min(old, c)
+		}
+	}
+	now := s.p.lim.Limit(ps.lim)
+	if now == old {
+		if !seen {
+			hs.windows[ps] = now
+		}
+		return
+	}
+	hs.windows[ps] = now
+	for _, h := range hs.window {
+		h.OnWindowChanged(ps.topic.name, ps.id, old, now, why)
+	}
+}
+
+// windowsChanged is windowChanged for every partition led by node, or
+// every partition when node is -1 (conns.go, dialed; control.go,
+// initDone). The hooks run after Producer.mu is released: a hook may call
+// Produce.
+func (hs *hookSet) windowsChanged(s *sender, node int32, why WindowCause) {
+	if len(hs.window) == 0 {
+		return
+	}
+	var parts []*partitionState
+	s.p.mu.Lock()
+	for _, t := range s.p.topics {
+		for _, ps := range t.parts {
+			if node < 0 || ps.leader == node {
+				parts = append(parts, ps)
+			}
+		}
+	}
+	s.p.mu.Unlock()
+	for _, ps := range parts {
+		hs.windowChanged(s, ps, why)
+	}
+}
+
+// producerID reports a new identity (control.go, initDone), called before
+// the sender stores it.
+func (hs *hookSet) producerID(oldID int64, oldEpoch int16, id int64, epoch int16) {
+	for _, h := range hs.ids {
+		h.OnProducerID(oldID, oldEpoch, id, epoch)
+	}
+}
+
+// connected reports a connection attempt (conns.go, dialed).
+func (hs *hookSet) connected(n *nodeState, err error) {
+	for _, h := range hs.connect {
+		h.OnBrokerConnect(n.id, n.addr, err)
+	}
+}
+
+// disconnected reports a connection given up (conns.go, connFailed;
+// lifecycle.go, shutdown).
+func (hs *hookSet) disconnected(n *nodeState, cause error) {
+	for _, h := range hs.disconnect {
+		h.OnBrokerDisconnect(n.id, n.addr, cause)
+	}
+}
+
+// throttled reports a ProduceResponse's throttle (response.go,
+// handleProduce); resp may be nil.
+func (hs *hookSet) throttled(node int32, resp *kmsg.ProduceResponse) {
+	if len(hs.throttle) == 0 || resp == nil || resp.ThrottleMillis <= 0 {
+		return
+	}
+	for _, h := range hs.throttle {
+		h.OnThrottle(node, time.Duration(resp.ThrottleMillis)*time.Millisecond)
+	}
+}
