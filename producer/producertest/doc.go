@@ -1,0 +1,19 @@
+// Package producertest runs a fake Kafka cluster in the test process, for
+// testing code that uses package producer, as net/http/httptest does for
+// HTTP. The cluster is longhaul's embedded broker: real TCP listeners on
+// loopback speaking the Kafka protocol (any Kafka client can use it), with
+// KIP-1269 windows, idempotent deduplication and producer-id expiry
+// (KIP-854). It is for tests, not production.
+//
+// Entry points: [Start] (or [NewCluster] in a test) brings up nodes and
+// topics; [Cluster.Addr] is the bootstrap address to give the producer;
+// [Cluster.Records] reads a partition's log back. Faults a test may want:
+// [Cluster.InjectError] (a partition answers an error code),
+// [Cluster.DropProduceResponses] (appends happen, answers are lost),
+// [Cluster.DropConnections], [Cluster.MoveLeader],
+// [Cluster.ExpireProducerIDs], [Cluster.SetWindow], [Cluster.SetRTT].
+//
+// Concurrency: every Cluster method is safe for concurrent use, also while
+// producers are connected. A fault applies to requests read after the call
+// returns.
+package producertest
