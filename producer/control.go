@@ -279,14 +279,47 @@ func (s *sender) maintainIdentity(now time.Time) time.Time {
 	case !s.haveID:
 		s.startInit(-1, -1)
 	case s.needBump && s.totalInflight == 0 && !s.resolving():
-		if s.needNewID || s.epoch == math.MaxInt16 {
+		switch {
+		case s.needNewID || s.epoch == math.MaxInt16:
 			// An epoch cannot go past 32767: a new id starts again at 0.
 			s.startInit(-1, -1)
-		} else {
-			s.startInit(s.pid, s.epoch) // KIP-360: same id, epoch + 1
+		case s.canBumpLocally():
+			// KIP-360 for a producer without a transactional id: it
+			// raises its own epoch, as the Java client does, and brokers
+			// accept the higher epoch from sequence 0. Asking
+			// InitProducerId would cost a round trip for a new id: Kafka
+			// answers it with one when there is no transactional id.
+			s.initDone(s.pid, s.pid, s.epoch+1, 0)
+		default:
+			// No connection tells the broker's version yet: ask; brokers
+			// without KIP-360 get asked for a new id (startInit).
+			s.startInit(s.pid, s.epoch)
 		}
 	}
 	return time.Time{}
+}
+
+// canBumpLocally reports whether the brokers support KIP-360 (InitProducerId
+// v3+, Kafka 2.5): only they accept a producer raising its own epoch for an
+// existing id. The control connection, or any broker connection, tells.
+func (s *sender) canBumpLocally() bool {
+	if s.cfg.regress.bumpOnOldBrokers {
+		return false // the old path: ask the broker for the bump
+	}
+	c := s.control
+	if c == nil {
+		for _, n := range s.nodes {
+			if n.conn != nil {
+				c = n.conn
+				break
+			}
+		}
+	}
+	if c == nil {
+		return false
+	}
+	v, ok := c.Version(22)
+	return ok && v >= 3
 }
 
 func (s *sender) startInit(pid int64, epoch int16) {
