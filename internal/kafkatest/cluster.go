@@ -55,7 +55,21 @@ type Options struct {
 	// Listeners are extra listeners on every node (TLS, SASL); see
 	// [Listener] and [Cluster.ListenerAddr].
 	Listeners []Listener
+	// Agent, if set, reports whether node i runs with the KIP-1269 agent
+	// (kip1269agent/README.md): a per-topic window
+	// producer.state.batches.to.retain, Produce v14 and the window in tag
+	// 1 of its responses. nil means no node does; [AgentOnAll] means all
+	// do. Start (and [Cluster.RestartNode]) fails the test unless each
+	// agent node logged every class of [AgentPatchedClasses] as patched
+	// and each other node logged nothing of the agent.
+	Agent func(node int) bool
+	// AgentArgs are the agent's arguments: "" or "tag=always" (write tag
+	// 1 also when the window is 5).
+	AgentArgs string
 }
+
+// AgentOnAll is an [Options.Agent] that runs the agent on every node.
+func AgentOnAll(int) bool { return true }
 
 // Cluster is a running Kafka cluster started by [Start]. Node i has broker
 // and controller id i. It is stopped by t.Cleanup; [Cluster.Stop] stops it
@@ -103,11 +117,26 @@ func Start(t testing.TB, o Options) *Cluster {
 		t.Fatalf("kafkatest: %v", err)
 	}
 	classpath := filepath.Join(libs, "*")
+	agentJar := ""
+	for i := range o.Nodes {
+		if o.Agent != nil && o.Agent(i) {
+			ctx, cancel := context.WithTimeout(context.Background(), jarTimeout)
+			agentJar, err = EnsureAgent(ctx, CacheDir(), t.Logf)
+			cancel()
+			if err != nil {
+				if errors.Is(err, ErrMissingTools) && !required() {
+					t.Skipf("%v (LONGHAUL_REQUIRE_KAFKA=1 makes this a failure)", err)
+				}
+				t.Fatalf("kafkatest: %v", err)
+			}
+			break
+		}
+	}
 	for attempt := 1; ; attempt++ {
 		began := time.Now()
-		c, err := start(t, o, classpath)
+		c, err := start(t, o, classpath, agentJar)
 		if err == nil {
-			t.Logf("kafkatest: %d-node Kafka %s up in %v, bootstrap %s", o.Nodes, Version, time.Since(began).Round(time.Millisecond), c.Bootstrap())
+			t.Logf("kafkatest: %d-node Kafka %s up in %v, bootstrap %s%s", o.Nodes, Version, time.Since(began).Round(time.Millisecond), c.Bootstrap(), c.agentSummary())
 			return c
 		}
 		if errors.Is(err, errPortTaken) && attempt < 3 {
@@ -118,7 +147,7 @@ func Start(t testing.TB, o Options) *Cluster {
 	}
 }
 
-func start(t testing.TB, o Options, classpath string) (*Cluster, error) {
+func start(t testing.TB, o Options, classpath, agentJar string) (*Cluster, error) {
 	c := &Cluster{dir: t.TempDir(), classpath: classpath}
 	// Registered first, so every exit path stops what was started (JVMs
 	// and proxies); c.nodes is read when the cleanup runs.
@@ -195,6 +224,10 @@ func start(t testing.TB, o Options, classpath string) (*Cluster, error) {
 			return nil, err
 		}
 		n.jvmArgs = brokerJVMArgs(o.HeapMB, classpath, n.dir, log4j)
+		if o.Agent != nil && o.Agent(int(n.id)) {
+			n.agent = true
+			n.jvmArgs = append([]string{AgentFlag(agentJar, o.AgentArgs)}, n.jvmArgs...)
+		}
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
@@ -225,6 +258,12 @@ func start(t testing.TB, o Options, classpath string) (*Cluster, error) {
 		return nil, err
 	}
 	answerTook := time.Since(phase)
+	for _, n := range c.nodes {
+		if err := n.checkAgent(); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
 	phase = time.Now()
 	if err := c.waitRegistered(ctx, nil); err != nil {
 		c.Stop()
@@ -312,6 +351,26 @@ func (c *Cluster) Stop() {
 			}
 		}
 	})
+}
+
+// AgentNode reports whether node i runs with the KIP-1269 agent.
+func (c *Cluster) AgentNode(i int) bool { return c.nodes[i].agent }
+
+// StdoutFile returns the path of node i's JVM stdout and stderr (where the
+// KIP-1269 agent logs).
+func (c *Cluster) StdoutFile(i int) string { return c.nodes[i].stdoutPath() }
+
+func (c *Cluster) agentSummary() string {
+	var with []int32
+	for _, n := range c.nodes {
+		if n.agent {
+			with = append(with, n.id)
+		}
+	}
+	if len(with) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", KIP-1269 agent on nodes %v (all %d classes patched)", with, len(AgentPatchedClasses))
 }
 
 // Nodes returns the number of nodes; node i has id i.
@@ -406,6 +465,9 @@ func (c *Cluster) RestartNode(t testing.TB, i int) {
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	if err := n.waitReady(ctx); err != nil {
+		t.Fatalf("kafkatest: restart node %d: %v", i, err)
+	}
+	if err := n.checkAgent(); err != nil {
 		t.Fatalf("kafkatest: restart node %d: %v", i, err)
 	}
 	down := map[int32]bool{}

@@ -8,7 +8,7 @@ import (
 var (
 	// ErrMissingTools is returned by [EnsureJars] (and makes [Start] skip or
 	// fail) when java or mvn is not on PATH.
-	ErrMissingTools = errors.New("kafkatest: java and mvn are needed: install Java 17+ and Maven, or run scripts/install-kafka-deps.sh")
+	ErrMissingTools = errors.New("kafkatest: java and mvn are needed (and javac for the KIP-1269 agent): install Java 17+ (a JDK) and Maven, or run scripts/install-kafka-deps.sh")
 
 	// ErrNoSummary is returned by [ParsePerfSummary] when the output has no
 	// final summary line of ProducerPerformance.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -30,6 +31,16 @@ var pomArtifacts = [][3]string{
 	{"org.apache.logging.log4j", "log4j-api", log4jVersion},
 	{"org.apache.logging.log4j", "log4j-core", log4jVersion},
 	{"org.apache.logging.log4j", "log4j-slf4j-impl", log4jVersion},
+}
+
+// ByteBuddyVersion is the Byte Buddy release the KIP-1269 agent is built
+// with (net.bytebuddy:byte-buddy on Maven Central).
+const ByteBuddyVersion = "1.17.5"
+
+// agentArtifacts are resolved with the Kafka jars but kept out of the
+// broker's classpath (in [AgentLibDir]): only the agent build uses them.
+var agentArtifacts = [][3]string{
+	{"net.bytebuddy", "byte-buddy", ByteBuddyVersion},
 }
 
 // completeMarker is written after a successful resolution; it holds the
@@ -63,7 +74,7 @@ func Pom() string {
   <packaging>pom</packaging>
   <dependencies>
 `)
-	for _, a := range pomArtifacts {
+	for _, a := range slices.Concat(pomArtifacts, agentArtifacts) {
 		fmt.Fprintf(&b, "    <dependency><groupId>%s</groupId><artifactId>%s</artifactId><version>%s</version></dependency>\n", a[0], a[1], a[2])
 	}
 	b.WriteString("  </dependencies>\n</project>\n")
@@ -72,6 +83,11 @@ func Pom() string {
 
 // LibDir returns the directory holding the jars inside cache dir.
 func LibDir(cacheDir string) string { return filepath.Join(cacheDir, "libs") }
+
+// AgentLibDir returns the directory inside cacheDir holding the jars only
+// the KIP-1269 agent build needs (Byte Buddy); they are not on the
+// broker's classpath.
+func AgentLibDir(cacheDir string) string { return filepath.Join(cacheDir, "agent-libs") }
 
 // EnsureJars makes sure cacheDir holds the Kafka jars and returns the
 // directory with them. The first call runs Maven (minutes at most, bounded
@@ -126,9 +142,20 @@ func EnsureJars(ctx context.Context, cacheDir string, logf func(format string, a
 	}
 	// Check the jars we need to start a broker and the perf tool are there,
 	// so a partial copy is never marked complete.
-	for _, a := range pomArtifacts {
+	for _, a := range slices.Concat(pomArtifacts, agentArtifacts) {
 		if _, err := os.Stat(filepath.Join(tmp, a[1]+"-"+a[2]+".jar")); err != nil {
 			return "", fmt.Errorf("kafkatest: Maven did not produce %s-%s.jar: %w", a[1], a[2], err)
+		}
+	}
+	agentLibs := AgentLibDir(cacheDir)
+	os.RemoveAll(agentLibs)
+	if err := os.MkdirAll(agentLibs, 0o755); err != nil {
+		return "", fmt.Errorf("kafkatest: agent jar dir: %w", err)
+	}
+	for _, a := range agentArtifacts {
+		name := a[1] + "-" + a[2] + ".jar"
+		if err := os.Rename(filepath.Join(tmp, name), filepath.Join(agentLibs, name)); err != nil {
+			return "", fmt.Errorf("kafkatest: install %s: %w", name, err)
 		}
 	}
 	os.RemoveAll(libs)

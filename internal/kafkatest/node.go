@@ -3,6 +3,7 @@ package kafkatest
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,11 +39,13 @@ type node struct {
 	jvmArgs        []string
 	listeners      map[string]string // extra listener name -> address (security.go)
 	listenerSpecs  []Listener
+	agent          bool // runs with the KIP-1269 agent
 
 	// mu guards the following.
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has exited
+	outAt  int64         // size of stdout.log when cmd started
 }
 
 func (n *node) dataDir() string    { return filepath.Join(n.dir, "data") }
@@ -68,6 +71,11 @@ func (n *node) start() error {
 	if err != nil {
 		return err
 	}
+	outAt, err := out.Seek(0, io.SeekEnd)
+	if err != nil {
+		out.Close()
+		return err
+	}
 	args := append(append([]string{}, n.jvmArgs...), "kafka.Kafka", n.propsPath())
 	cmd := exec.Command("java", args...)
 	cmd.Dir = n.dir
@@ -91,7 +99,27 @@ func (n *node) start() error {
 	if err := <-started; err != nil {
 		return fmt.Errorf("kafkatest: start node %d: %w", n.id, err)
 	}
-	n.cmd, n.exited = cmd, exited
+	n.cmd, n.exited, n.outAt = cmd, exited, outAt
+	return nil
+}
+
+// checkAgent checks the stdout of the current start for the KIP-1269
+// agent's patch log (see checkAgentLog). Call it once the node answers:
+// the agent logs in its premain, before Kafka starts.
+func (n *node) checkAgent() error {
+	n.mu.Lock()
+	at := n.outAt
+	n.mu.Unlock()
+	b, err := os.ReadFile(n.stdoutPath())
+	if err != nil {
+		return err
+	}
+	if at > int64(len(b)) {
+		at = 0
+	}
+	if err := checkAgentLog(string(b[at:]), n.agent); err != nil {
+		return fmt.Errorf("node %d: %w", n.id, err)
+	}
 	return nil
 }
 
