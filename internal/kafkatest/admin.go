@@ -369,3 +369,41 @@ func slicesSortedKeys(m map[string]string) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// AlterTopicConfig sets topic configs with IncrementalAlterConfigs (SET
+// per key). It returns once the controller accepted the change; brokers
+// apply it moments later, so a caller that needs it in effect checks for
+// it (for example in Produce responses). It fails the test on error,
+// including INVALID_CONFIG.
+func (c *Cluster) AlterTopicConfig(t testing.TB, topic string, configs map[string]string) {
+	t.Helper()
+	if err := c.alterTopicConfig(topic, configs); err != nil {
+		t.Fatalf("kafkatest: %v", err)
+	}
+}
+
+func (c *Cluster) alterTopicConfig(topic string, configs map[string]string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	r := kmsg.NewIncrementalAlterConfigsRequestResource()
+	r.ResourceType = kmsg.ConfigResourceTypeTopic
+	r.ResourceName = topic
+	for _, k := range slicesSortedKeys(configs) {
+		cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		v := configs[k]
+		cfg.Name, cfg.Value, cfg.Op = k, &v, kmsg.IncrementalAlterConfigOpSet
+		r.Configs = append(r.Configs, cfg)
+	}
+	req.Resources = append(req.Resources, r)
+	resp, err := c.request(ctx, req)
+	if err != nil {
+		return fmt.Errorf("IncrementalAlterConfigs %s: %w", topic, err)
+	}
+	for _, rr := range resp.(*kmsg.IncrementalAlterConfigsResponse).Resources {
+		if rr.ErrorCode != 0 {
+			return &ResponseError{Op: "IncrementalAlterConfigs", Resource: topic, Err: kerr.ErrorForCode(rr.ErrorCode), Message: deref(rr.ErrorMessage)}
+		}
+	}
+	return nil
+}
