@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,7 +48,12 @@ type topicRun struct {
 	errs    map[string]int
 	mu      sync.Mutex
 	done    chan struct{}
+	halt    atomic.Bool
 }
+
+// stop makes the run produce no more records; the ones already produced
+// are still waited for.
+func (r *topicRun) stop() { r.halt.Store(true) }
 
 func startTopicRun(p *producer.Producer, topic string, n, size int) *topicRun {
 	r := &topicRun{topic: topic, n: n, size: size, outcome: make([]Outcome, n), errs: map[string]int{}, done: make(chan struct{})}
@@ -55,6 +61,13 @@ func startTopicRun(p *producer.Producer, topic string, n, size int) *topicRun {
 		var wg sync.WaitGroup
 		wg.Add(n)
 		for i := range n {
+			if r.halt.Load() {
+				wg.Add(-(n - i))
+				r.mu.Lock()
+				r.n = i
+				r.mu.Unlock()
+				break
+			}
 			rec := &producer.Record{Topic: topic, Value: sizedValue(i, size)}
 			rec.SetPartition(0)
 			p.Produce(context.Background(), rec, func(_ *producer.Record, err error) {
@@ -94,7 +107,7 @@ func (r *topicRun) wait(t testing.TB, timeout time.Duration) map[int32][]Sent {
 	select {
 	case <-r.done:
 	case <-time.After(timeout):
-		t.Fatalf("%s: only %d of %d records acknowledged after %v", r.topic, r.ackedCount(), r.n, timeout)
+		t.Fatalf("%s: only %d records acknowledged after %v", r.topic, r.ackedCount(), timeout)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -124,12 +137,17 @@ type windowWatch struct {
 	maxInFlight map[tp]int
 	violations  []string
 	draining    map[tp]int // partitions above a lowered limit: their InFlight then
+	// leaderLimits counts samples per partition, leader and limit.
+	leaderLimits map[tp]map[int32]map[int]int
+	// leaderOrder is each partition's sequence of distinct leaders.
+	leaderOrder map[tp][]int32
 }
 
 // watchWindows samples p.Stats() every interval; maxWindow(topic) is the
 // largest window the broker may announce for topic at that moment.
 func watchWindows(p *producer.Producer, interval time.Duration, maxWindow func(topic string) int) (stop func() *windowWatch) {
-	w := &windowWatch{limits: map[tp]map[int]int{}, limitOrder: map[tp][]int{}, maxInFlight: map[tp]int{}, draining: map[tp]int{}}
+	w := &windowWatch{limits: map[tp]map[int]int{}, limitOrder: map[tp][]int{}, maxInFlight: map[tp]int{}, draining: map[tp]int{},
+		leaderLimits: map[tp]map[int32]map[int]int{}, leaderOrder: map[tp][]int32{}}
 	quit, exited := make(chan struct{}), make(chan struct{})
 	observe := func() {
 		w.samples++
@@ -139,6 +157,16 @@ func watchWindows(p *producer.Producer, interval time.Duration, maxWindow func(t
 				w.limits[k] = map[int]int{}
 			}
 			w.limits[k][ps.Limit]++
+			if w.leaderLimits[k] == nil {
+				w.leaderLimits[k] = map[int32]map[int]int{}
+			}
+			if w.leaderLimits[k][ps.Leader] == nil {
+				w.leaderLimits[k][ps.Leader] = map[int]int{}
+			}
+			w.leaderLimits[k][ps.Leader][ps.Limit]++
+			if o := w.leaderOrder[k]; ps.Leader >= 0 && (len(o) == 0 || o[len(o)-1] != ps.Leader) {
+				w.leaderOrder[k] = append(o, ps.Leader)
+			}
 			lowered := false
 			if o := w.limitOrder[k]; len(o) == 0 || o[len(o)-1] != ps.Limit {
 				lowered = len(o) > 0 && ps.Limit < o[len(o)-1]

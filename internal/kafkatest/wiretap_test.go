@@ -33,12 +33,18 @@ type wireTap struct {
 	maxInflight map[tp]int
 	maxConnReqs int
 	versions    map[int16]int64
+	// Per broker address: batches in flight per partition, their
+	// maximum, and the Produce versions sent there.
+	addrInflight map[string]map[tp]int
+	addrMax      map[string]map[tp]int
+	addrVersions map[string]map[int16]int64
 	batches     int64
 	decodeErr   error
 }
 
 func newWireTap(ids map[string][16]byte) *wireTap {
-	w := &wireTap{names: map[[16]byte]string{}, inflight: map[tp]int{}, maxInflight: map[tp]int{}, versions: map[int16]int64{}}
+	w := &wireTap{names: map[[16]byte]string{}, inflight: map[tp]int{}, maxInflight: map[tp]int{}, versions: map[int16]int64{},
+		addrInflight: map[string]map[tp]int{}, addrMax: map[string]map[tp]int{}, addrVersions: map[string]map[int16]int64{}}
 	for name, id := range ids {
 		w.names[id] = name
 	}
@@ -51,7 +57,31 @@ func (w *wireTap) dial(ctx context.Context, network, addr string) (net.Conn, err
 	if err != nil {
 		return nil, err
 	}
-	return &tapConn{Conn: c, w: w, pending: map[int32][]tp{}}, nil
+	w.mu.Lock()
+	if w.addrInflight[addr] == nil {
+		w.addrInflight[addr], w.addrMax[addr], w.addrVersions[addr] = map[tp]int{}, map[tp]int{}, map[int16]int64{}
+	}
+	w.mu.Unlock()
+	return &tapConn{Conn: c, w: w, addr: addr, pending: map[int32][]tp{}}, nil
+}
+
+// byAddr returns, per broker address dialled, the maximum batches in
+// flight per partition and the Produce versions sent.
+func (w *wireTap) byAddr() (maxInflight map[string]map[tp]int, versions map[string]map[int16]int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	maxInflight, versions = map[string]map[tp]int{}, map[string]map[int16]int64{}
+	for a, m := range w.addrMax {
+		maxInflight[a] = map[tp]int{}
+		for k, v := range m {
+			maxInflight[a][k] = v
+		}
+		versions[a] = map[int16]int64{}
+		for k, v := range w.addrVersions[a] {
+			versions[a][k] = v
+		}
+	}
+	return maxInflight, versions
 }
 
 // snapshot returns the maximum batches in flight per partition, the
@@ -74,6 +104,7 @@ func (w *wireTap) snapshot() (maxInflight map[tp]int, maxConnReqs int, versions 
 type tapConn struct {
 	net.Conn
 	w          *wireTap
+	addr       string
 	wbuf, rbuf []byte
 	// Guarded by w.mu.
 	pending map[int32][]tp // correlation id -> batches of a Produce request
@@ -126,6 +157,7 @@ func (c *tapConn) drop() {
 	for corr, tps := range c.pending {
 		for _, p := range tps {
 			c.w.inflight[p]--
+			c.w.addrInflight[c.addr][p]--
 		}
 		delete(c.pending, corr)
 	}
@@ -150,6 +182,7 @@ func (c *tapConn) request(frame []byte) {
 	c.w.mu.Lock()
 	defer c.w.mu.Unlock()
 	c.w.versions[version]++
+	c.w.addrVersions[c.addr][version]++
 	if err != nil || !r.Ok() {
 		if c.w.decodeErr == nil {
 			c.w.decodeErr = fmt.Errorf("decode Produce v%d: %v", version, err)
@@ -177,6 +210,8 @@ func (c *tapConn) request(frame []byte) {
 		c.w.batches++
 		c.w.inflight[p]++
 		c.w.maxInflight[p] = max(c.w.maxInflight[p], c.w.inflight[p])
+		c.w.addrInflight[c.addr][p]++
+		c.w.addrMax[c.addr][p] = max(c.w.addrMax[c.addr][p], c.w.addrInflight[c.addr][p])
 	}
 }
 
@@ -190,6 +225,7 @@ func (c *tapConn) response(corr int32) {
 	delete(c.pending, corr)
 	for _, p := range tps {
 		c.w.inflight[p]--
+		c.w.addrInflight[c.addr][p]--
 	}
 }
 
