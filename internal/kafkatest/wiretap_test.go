@@ -38,8 +38,8 @@ type wireTap struct {
 	addrInflight map[string]map[tp]int
 	addrMax      map[string]map[tp]int
 	addrVersions map[string]map[int16]int64
-	batches     int64
-	decodeErr   error
+	batches      int64
+	decodeErr    error
 }
 
 func newWireTap(ids map[string][16]byte) *wireTap {
