@@ -2,11 +2,12 @@
 # install-kafka-deps.sh: prepares a machine for the real-Kafka tests
 # (internal/kafkatest). Idempotent; CI runs it before the test suite.
 #
-# 1. Installs Java 17+ and Maven with apt-get when missing (as root, or
-#    with sudo; noninteractive).
-# 2. Resolves the Apache Kafka 4.4.0 jars into the harness cache
-#    ($LONGHAUL_KAFKA_CACHE, default $HOME/.cache/longhaul/kafka-4.4.0), so
-#    that go test does not spend its timeout on Maven.
+# 1. Installs a JDK 17+ (java and javac) and Maven with apt-get when
+#    missing (as root, or with sudo; noninteractive).
+# 2. Resolves the Apache Kafka 4.4.0 jars and Byte Buddy into the harness
+#    cache ($LONGHAUL_KAFKA_CACHE, default $HOME/.cache/longhaul/kafka-4.4.0),
+#    and builds the KIP-1269 agent jar there, so that go test does not
+#    spend its timeout on Maven or javac.
 #
 # Usage: scripts/install-kafka-deps.sh
 set -euo pipefail
@@ -26,7 +27,8 @@ java_major() {
 }
 
 need=()
-if [ "$(java_major)" -lt 17 ]; then need+=(java); fi
+# javac builds the KIP-1269 agent (internal/kafkatest/kip1269agent).
+if [ "$(java_major)" -lt 17 ] || ! command -v javac >/dev/null 2>&1; then need+=(java); fi
 if ! command -v mvn >/dev/null 2>&1; then need+=(maven); fi
 
 if [ ${#need[@]} -gt 0 ]; then
@@ -43,10 +45,10 @@ if [ ${#need[@]} -gt 0 ]; then
 	for n in "${need[@]}"; do
 		case "$n" in
 		java)
-			# The oldest supported JRE the distribution ships.
+			# The oldest supported JDK the distribution ships.
 			for v in 17 21 25; do
-				if apt-cache show "openjdk-$v-jre-headless" >/dev/null 2>&1; then
-					pkgs+=("openjdk-$v-jre-headless")
+				if apt-cache show "openjdk-$v-jdk-headless" >/dev/null 2>&1; then
+					pkgs+=("openjdk-$v-jdk-headless")
 					break
 				fi
 			done
@@ -55,11 +57,12 @@ if [ ${#need[@]} -gt 0 ]; then
 		esac
 	done
 	$SUDO apt-get install -y -q --no-install-recommends "${pkgs[@]}"
-	if [ "$(java_major)" -lt 17 ]; then
-		echo "install-kafka-deps: java on PATH is still older than 17" >&2
+	if [ "$(java_major)" -lt 17 ] || ! command -v javac >/dev/null 2>&1; then
+		echo "install-kafka-deps: java on PATH is still older than 17, or javac is missing" >&2
 		exit 1
 	fi
 fi
 
 echo "install-kafka-deps: $(java -version 2>&1 | head -n1); $(mvn -v 2>/dev/null | head -n1 | sed 's/\x1b\[[0-9;]*m//g')"
 go run ./internal/kafkatest/cmd/kafkajars
+go run ./internal/kafkatest/cmd/kip1269agent

@@ -47,14 +47,18 @@ var AgentPatchedClasses = []string{
 // AgentSourceHash returns a hash of the agent's sources and of what it is
 // built against (Kafka and Byte Buddy versions); the built jar is cached
 // under it, so a changed source is rebuilt.
-func AgentSourceHash() (string, error) {
+func AgentSourceHash() (string, error) { return sourceHash(agentSources) }
+
+// sourceHash hashes every file of fsys (path and content) plus the
+// Kafka and Byte Buddy versions.
+func sourceHash(fsys fs.FS) (string, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "kafka %s\nbyte-buddy %s\n", Version, ByteBuddyVersion)
-	err := fs.WalkDir(agentSources, ".", func(path string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(fsys, ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		b, err := agentSources.ReadFile(path)
+		b, err := fs.ReadFile(fsys, path)
 		if err != nil {
 			return err
 		}

@@ -1,13 +1,18 @@
 package kafkatest
 
 import (
+	"archive/zip"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -389,4 +394,70 @@ func testAgentMillionWithCuts(t *testing.T, c *Cluster) {
 	sent[0] = append([]Sent{{Value: []byte("warm-up"), Outcome: Acked}}, sent[0]...)
 	rep := checkLog(t, c, topic, partitions, sent)
 	assert.Zero(t, rep.NotWritten, "records failed as not written despite a 10-minute delivery timeout")
+}
+
+// TestAgentSourceHash: the cache key of the built jar changes with any
+// source byte or file name, so the harness rebuilds after an edit.
+func TestAgentSourceHash(t *testing.T) {
+	base := fstest.MapFS{"src/A.java": {Data: []byte("class A {}")}, "src/B.java": {Data: []byte("class B {}")}}
+	h0, err := sourceHash(base)
+	require.NoError(t, err)
+	again, err := sourceHash(base)
+	require.NoError(t, err)
+	require.Equal(t, h0, again)
+	edited := fstest.MapFS{"src/A.java": {Data: []byte("class A { }")}, "src/B.java": base["src/B.java"]}
+	h1, err := sourceHash(edited)
+	require.NoError(t, err)
+	require.NotEqual(t, h0, h1, "edited source")
+	renamed := fstest.MapFS{"src/C.java": base["src/A.java"], "src/B.java": base["src/B.java"]}
+	h2, err := sourceHash(renamed)
+	require.NoError(t, err)
+	require.NotEqual(t, h0, h2, "renamed source")
+	real, err := AgentSourceHash()
+	require.NoError(t, err)
+	jar, err := AgentJarPath(t.TempDir())
+	require.NoError(t, err)
+	require.Contains(t, jar, real[:16])
+}
+
+// TestWriteAgentJar: the jar has the Premain-Class manifest, the agent's
+// classes and Byte Buddy's, without Byte Buddy's manifest, signatures or
+// module descriptor (so it loads next to any Kafka installation).
+func TestWriteAgentJar(t *testing.T) {
+	dir := t.TempDir()
+	classes := filepath.Join(dir, "classes")
+	require.NoError(t, os.MkdirAll(filepath.Join(classes, "dev/longhaul/kip1269"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(classes, "dev/longhaul/kip1269/Agent.class"), []byte("agent"), 0o644))
+	bb := filepath.Join(dir, "bb.jar")
+	f, err := os.Create(bb)
+	require.NoError(t, err)
+	zw := zip.NewWriter(f)
+	for _, name := range []string{"META-INF/MANIFEST.MF", "META-INF/BB.SF", "META-INF/versions/9/module-info.class", "net/bytebuddy/ByteBuddy.class", "net/bytebuddy/"} {
+		w, err := zw.Create(name)
+		require.NoError(t, err)
+		fmt.Fprint(w, name)
+	}
+	require.NoError(t, zw.Close())
+	require.NoError(t, f.Close())
+
+	jar := filepath.Join(dir, "agent.jar")
+	require.NoError(t, writeAgentJar(jar, classes, bb))
+	zr, err := zip.OpenReader(jar)
+	require.NoError(t, err)
+	defer zr.Close()
+	var names []string
+	var manifest string
+	for _, e := range zr.File {
+		names = append(names, e.Name)
+		if e.Name == "META-INF/MANIFEST.MF" {
+			r, err := e.Open()
+			require.NoError(t, err)
+			b, err := io.ReadAll(r)
+			r.Close()
+			require.NoError(t, err)
+			manifest = string(b)
+		}
+	}
+	assert.ElementsMatch(t, []string{"META-INF/MANIFEST.MF", "dev/longhaul/kip1269/Agent.class", "net/bytebuddy/ByteBuddy.class"}, names)
+	assert.Contains(t, manifest, "Premain-Class: "+agentMainClass+"\r\n")
 }
