@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -52,6 +53,7 @@ func TestAgentLog(t *testing.T) {
 func TestAgentSingleNode(t *testing.T) {
 	c := Start(t, Options{Agent: AgentOnAll})
 	t.Run("ProduceV14Window", func(t *testing.T) { testAgentProduceV14Window(t, c) })
+	t.Run("TopicCommandWithAgent", func(t *testing.T) { testAgentTopicCommand(t, c) })
 	t.Run("LearnWindows", func(t *testing.T) { testAgentLearnWindows(t, c) })
 	t.Run("IndependentLimits", func(t *testing.T) { testAgentIndependentLimits(t, c) })
 	t.Run("DedupAcrossWindowWithCuts", func(t *testing.T) { testAgentDedupAcrossWindowWithCuts(t, c) })
@@ -125,6 +127,42 @@ func testAgentProduceV14Window(t *testing.T, c *Cluster) {
 		require.EqualValues(t, w+2, c.EndOffsets(t, topic, 1)[0], "%s: duplicates must not be appended", topic)
 		t.Logf("%s: retry of seq 0 deduplicated after %d batches, OUT_OF_ORDER after %d; tag 1 %v", topic, w, w+1, map[bool]string{true: "omitted (5)", false: fmt.Sprint(w)}[w == 5])
 	}
+}
+
+// testAgentTopicCommand: Kafka's own kafka-topics tool validates topic
+// configs in its JVM, so it refuses the window config without the agent
+// and creates the topic with it (what the README tells users to do).
+func testAgentTopicCommand(t *testing.T, c *Cluster) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run := func(withAgent bool, topic string) (string, error) {
+		args := []string{"-Xmx256m", "-Dlog4j2.configurationFile=" + c.toolLog, "-cp", c.Classpath()}
+		if withAgent {
+			args = append([]string{AgentFlag(c.AgentJar(), "")}, args...)
+		}
+		args = append(args, "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", c.Bootstrap(),
+			"--create", "--topic", topic, "--partitions", "1", "--replication-factor", "1",
+			"--config", windowConfig+"=50")
+		cmd := exec.CommandContext(ctx, "java", args...)
+		setDeathSignal(cmd)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := run(false, "cli-stock")
+	require.Error(t, err, "kafka-topics without the agent accepted %s:\n%s", windowConfig, out)
+	t.Logf("without the agent: %s", firstLine(strings.TrimSpace(out[max(0, strings.Index(out, "Error")):])))
+	out, err = run(true, "cli-w50")
+	require.NoError(t, err, "kafka-topics with the agent:\n%s", out)
+
+	pid, epoch, err := InitProducerID(ctx, c.DirectAddr(0))
+	require.NoError(t, err)
+	conn, err := Dial(ctx, c.DirectAddr(0))
+	require.NoError(t, err)
+	defer conn.Close()
+	r := produceOnce(t, ctx, conn, 14, "cli-w50", c.TopicID(t, "cli-w50"), IdempotentBatch(pid, epoch, 0, [][]byte{[]byte("x")}))
+	n, present, err := batchesToRetain(r)
+	require.NoError(t, err)
+	require.True(t, present && n == 50, "topic created by kafka-topics: tag 1 = %d (present %v), want 50", n, present)
 }
 
 // agentProducer is a longhaul producer for the agent tests: proxied,
@@ -369,7 +407,7 @@ func testAgentMillionWithCuts(t *testing.T, c *Cluster) {
 	warm.SetPartition(0)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	require.NoError(t, p.ProduceSync(ctx, warm))
+	require.NoError(t, p.ProduceSync(ctx, warm).FirstErr())
 	before := c.Proxy(0).Stats()
 	cutStop, err := c.Proxy(0).CutRandomly(rand.New(rand.NewPCG(1269, 50)), 150*time.Millisecond)
 	require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -80,6 +81,8 @@ type Cluster struct {
 	classpath string
 	clusterID string
 	toolLog   string
+	agentJar  string // "" when no node runs the agent
+	agentArgs string
 	stopOnce  sync.Once
 }
 
@@ -148,7 +151,7 @@ func Start(t testing.TB, o Options) *Cluster {
 }
 
 func start(t testing.TB, o Options, classpath, agentJar string) (*Cluster, error) {
-	c := &Cluster{dir: t.TempDir(), classpath: classpath}
+	c := &Cluster{dir: t.TempDir(), classpath: classpath, agentJar: agentJar, agentArgs: o.AgentArgs}
 	// Registered first, so every exit path stops what was started (JVMs
 	// and proxies); c.nodes is read when the cleanup runs.
 	t.Cleanup(func() {
@@ -353,8 +356,41 @@ func (c *Cluster) Stop() {
 	})
 }
 
+// AgentJar returns the KIP-1269 agent jar the agent nodes run with, or ""
+// when none does.
+func (c *Cluster) AgentJar() string { return c.agentJar }
+
 // AgentNode reports whether node i runs with the KIP-1269 agent.
-func (c *Cluster) AgentNode(i int) bool { return c.nodes[i].agent }
+func (c *Cluster) AgentNode(i int) bool {
+	n := c.nodes[i]
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.agent
+}
+
+// SetAgent sets whether stopped node i runs with the KIP-1269 agent from
+// its next [Cluster.RestartNode] on: the step of a rolling upgrade. The
+// cluster must have been started with the agent on some node (so its jar
+// is built), and node i must be stopped; otherwise the test fails.
+func (c *Cluster) SetAgent(t testing.TB, i int, on bool) {
+	t.Helper()
+	n := c.nodes[i]
+	select {
+	case <-n.exitedCh():
+	default:
+		t.Fatalf("kafkatest: SetAgent(%d): node is running; stop it first", i)
+	}
+	if on && c.agentJar == "" {
+		t.Fatalf("kafkatest: SetAgent(%d): no agent jar; start the cluster with Options.Agent on some node", i)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	args := slices.DeleteFunc(slices.Clone(n.jvmArgs), func(a string) bool { return strings.HasPrefix(a, "-javaagent:") })
+	if on {
+		args = append([]string{AgentFlag(c.agentJar, c.agentArgs)}, args...)
+	}
+	n.jvmArgs, n.agent = args, on
+}
 
 // StdoutFile returns the path of node i's JVM stdout and stderr (where the
 // KIP-1269 agent logs).
@@ -363,7 +399,7 @@ func (c *Cluster) StdoutFile(i int) string { return c.nodes[i].stdoutPath() }
 func (c *Cluster) agentSummary() string {
 	var with []int32
 	for _, n := range c.nodes {
-		if n.agent {
+		if c.AgentNode(int(n.id)) {
 			with = append(with, n.id)
 		}
 	}

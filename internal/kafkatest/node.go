@@ -35,17 +35,17 @@ type node struct {
 	proxiedListen  string // PROXIED listener's real address
 	advertised     string // PROXIED listener's advertised address
 	controllerAddr string
-	proxy          *linkproxy.Proxy // nil with Options.Advertise
-	jvmArgs        []string
+	proxy          *linkproxy.Proxy  // nil with Options.Advertise
 	listeners      map[string]string // extra listener name -> address (security.go)
 	listenerSpecs  []Listener
-	agent          bool // runs with the KIP-1269 agent
 
 	// mu guards the following.
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when cmd has exited
-	outAt  int64         // size of stdout.log when cmd started
+	mu      sync.Mutex
+	jvmArgs []string
+	agent   bool // runs with the KIP-1269 agent
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when cmd has exited
+	outAt   int64         // size of stdout.log when cmd started
 }
 
 func (n *node) dataDir() string    { return filepath.Join(n.dir, "data") }
@@ -108,7 +108,7 @@ func (n *node) start() error {
 // the agent logs in its premain, before Kafka starts.
 func (n *node) checkAgent() error {
 	n.mu.Lock()
-	at := n.outAt
+	at, agent := n.outAt, n.agent
 	n.mu.Unlock()
 	b, err := os.ReadFile(n.stdoutPath())
 	if err != nil {
@@ -117,7 +117,7 @@ func (n *node) checkAgent() error {
 	if at > int64(len(b)) {
 		at = 0
 	}
-	if err := checkAgentLog(string(b[at:]), n.agent); err != nil {
+	if err := checkAgentLog(string(b[at:]), agent); err != nil {
 		return fmt.Errorf("node %d: %w", n.id, err)
 	}
 	return nil
