@@ -24,6 +24,11 @@
 //     a client library would negotiate away (ApiVersions, Produce v14).
 //   - [EnsureJars] is what Start and scripts/install-kafka-deps.sh use to
 //     fill the cache.
+//   - [Options.Agent] starts chosen nodes with the KIP-1269 Java agent
+//     (kip1269agent/README.md), which [EnsureAgent] builds with javac into
+//     the cache; [Cluster.SetAgent] switches a stopped node for its
+//     restart (a rolling upgrade step). cmd/kip1269agent builds it for use
+//     outside the harness.
 //
 // Listeners: each broker has a DIRECT listener (also the inter-broker one)
 // and a PROXIED listener whose advertised address is its proxy (or
