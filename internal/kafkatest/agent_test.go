@@ -3,6 +3,7 @@ package kafkatest
 import (
 	"archive/zip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -498,4 +499,22 @@ func TestWriteAgentJar(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{"META-INF/MANIFEST.MF", "dev/longhaul/kip1269/Agent.class", "net/bytebuddy/ByteBuddy.class"}, names)
 	assert.Contains(t, manifest, "Premain-Class: "+agentMainClass+"\r\n")
+}
+
+// TestAgentBadArgument: an unknown agent argument stops the JVM before
+// Kafka starts, naming the argument and the accepted ones.
+func TestAgentBadArgument(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), jarTimeout)
+	defer cancel()
+	jar, err := EnsureAgent(ctx, CacheDir(), t.Logf)
+	if errors.Is(err, ErrMissingTools) && !required() {
+		t.Skipf("%v", err)
+	}
+	require.NoError(t, err)
+	cmd := exec.CommandContext(ctx, "java", AgentFlag(jar, "tag=sometimes"), "-cp", filepath.Join(LibDir(CacheDir()), "*"), "kafka.Kafka")
+	setDeathSignal(cmd)
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "JVM started with a bad agent argument:\n%s", out)
+	assert.Contains(t, string(out), `unknown argument "tag=sometimes" (want tag=always or tag=default)`)
+	assert.NotContains(t, string(out), AgentLogPrefix+"patched", "nothing may be patched with a bad argument")
 }

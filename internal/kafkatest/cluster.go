@@ -392,10 +392,6 @@ func (c *Cluster) SetAgent(t testing.TB, i int, on bool) {
 	n.jvmArgs, n.agent = args, on
 }
 
-// StdoutFile returns the path of node i's JVM stdout and stderr (where the
-// KIP-1269 agent logs).
-func (c *Cluster) StdoutFile(i int) string { return c.nodes[i].stdoutPath() }
-
 func (c *Cluster) agentSummary() string {
 	var with []int32
 	for _, n := range c.nodes {
