@@ -97,6 +97,10 @@ func EnsureAgent(ctx context.Context, cacheDir string, logf func(format string, 
 	if _, err := exec.LookPath("javac"); err != nil {
 		return "", ErrMissingTools
 	}
+	agentLibs, err := ensureAgentLibs(ctx, cacheDir, logf)
+	if err != nil {
+		return "", err
+	}
 	jar, err := AgentJarPath(cacheDir)
 	if err != nil {
 		return "", err
@@ -140,7 +144,7 @@ func EnsureAgent(ctx context.Context, cacheDir string, logf func(format string, 
 	if err != nil {
 		return "", fmt.Errorf("kafkatest: agent sources: %w", err)
 	}
-	bb := filepath.Join(AgentLibDir(cacheDir), "byte-buddy-"+ByteBuddyVersion+".jar")
+	bb := filepath.Join(agentLibs, "byte-buddy-"+ByteBuddyVersion+".jar")
 	args := append([]string{"--release", "17", "-nowarn", "-encoding", "UTF-8",
 		"-cp", filepath.Join(libs, "*") + string(os.PathListSeparator) + bb,
 		"-d", classes}, files...)
