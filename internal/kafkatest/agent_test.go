@@ -68,6 +68,8 @@ func TestAgentSingleNode(t *testing.T) {
 // N batches back: after N batches a retry of the first is a duplicate;
 // after N+1 it is OUT_OF_ORDER_SEQUENCE_NUMBER while the second still is
 // a duplicate. The window-5 topic is the control: stock Kafka's edge.
+// Lowering the window from 20 to 5 leaves only the last 5 batches
+// retained once the next batch is appended.
 func testAgentProduceV14Window(t *testing.T, c *Cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -94,7 +96,7 @@ func testAgentProduceV14Window(t *testing.T, c *Cluster) {
 		batch := func(seq int) []byte {
 			return IdempotentBatch(pid, epoch, int32(seq), [][]byte{[]byte(fmt.Sprintf("%s-%d", topic, seq))})
 		}
-		offsets := make([]int64, w+1)
+		offsets := make([]int64, w+2)
 		for seq := range w {
 			r := produceOnce(t, ctx, conn, 14, topic, id, batch(seq))
 			require.NoError(t, kerr.ErrorForCode(r.ErrorCode), "%s seq %d", topic, seq)
@@ -123,9 +125,30 @@ func testAgentProduceV14Window(t *testing.T, c *Cluster) {
 		// The tag is a v14 field: a v13 response never carries it.
 		v13 := produceOnce(t, ctx, conn, 13, topic, id, batch(w+1))
 		require.NoError(t, kerr.ErrorForCode(v13.ErrorCode))
+		offsets[w+1] = v13.BaseOffset
 		_, present, _ := batchesToRetain(v13)
 		require.False(t, present, "tag 1 in a v13 response")
 		require.EqualValues(t, w+2, c.EndOffsets(t, topic, 1)[0], "%s: duplicates must not be appended", topic)
+		if w > 5 {
+			// A lowered window evicts down on the next batch: after it,
+			// only the last 5 batches are duplicates.
+			c.AlterTopicConfig(t, topic, map[string]string{windowConfig: "5"})
+			seq, present := w+2, true
+			deadline := time.Now().Add(time.Minute)
+			for ; present; seq++ {
+				require.True(t, time.Now().Before(deadline), "tag 1 still present a minute after lowering the window")
+				r := produceOnce(t, ctx, conn, 14, topic, id, batch(seq))
+				require.NoError(t, kerr.ErrorForCode(r.ErrorCode))
+				offsets = append(offsets, r.BaseOffset)
+				_, present, _ = batchesToRetain(r)
+			}
+			last := seq - 1
+			gone := produceOnce(t, ctx, conn, 14, topic, id, batch(last-5))
+			require.ErrorIs(t, kerr.ErrorForCode(gone.ErrorCode), kerr.OutOfOrderSequenceNumber, "seq %d, 6th from the last after lowering the window to 5", last-5)
+			kept := produceOnce(t, ctx, conn, 14, topic, id, batch(last-4))
+			require.True(t, isDuplicateAnswer(kept.ErrorCode, kept.BaseOffset, offsets[last-4]),
+				"seq %d, 5th from the last after lowering the window: %v offset %d, want a duplicate of %d", last-4, kerr.ErrorForCode(kept.ErrorCode), kept.BaseOffset, offsets[last-4])
+		}
 		t.Logf("%s: retry of seq 0 deduplicated after %d batches, OUT_OF_ORDER after %d; tag 1 %v", topic, w, w+1, map[bool]string{true: "omitted (5)", false: fmt.Sprint(w)}[w == 5])
 	}
 }
