@@ -18,8 +18,3 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.51.0 // indirect
 )
-
-require (
-	github.com/stretchr/testify v1.12.1
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
-)
