@@ -19,7 +19,7 @@ import (
 //   UNKNOWN_TOPIC_ID.
 //
 // * Fault hook: RewriteMetadata rewrites every response just before it is
-//   sent.
+//   sent. Cluster.MetadataRequests counts the requests answered.
 //
 // Simplifications: replicas and ISR are the leader alone, no racks, no
 // authorized operations, the controller is node 0.
@@ -29,6 +29,7 @@ func init() { regKey(3, 0, 12, handleMetadata) }
 func handleMetadata(c *Cluster, r *request) (kmsg.Response, error) {
 	req := r.kreq.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	c.metaRequests++
 	for _, n := range c.nodes {
 		b := kmsg.NewMetadataResponseBroker()
 		b.NodeID = n.id

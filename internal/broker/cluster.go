@@ -33,6 +33,7 @@ type Cluster struct {
 	pidEpochs     map[int64]int16              // producer id -> latest epoch handed out
 	dataCh        chan struct{}                // closed and replaced on every append
 	metaRewrite   func(*kmsg.MetadataResponse) // RewriteMetadata
+	metaRequests  int64                        // Metadata requests answered
 }
 
 // node is one broker node: a listener and its connections.

@@ -27,8 +27,11 @@ const (
 	// so a hostile length cannot make us allocate much). A larger frame
 	// closes the connection.
 	DefaultMaxRequestBytes = 8 << 20
-	// MaxPartitions bounds a topic's partition count.
-	MaxPartitions = 1000
+	// MaxPartitions bounds a topic's partition count (CreateTopics and
+	// CreatePartitions answer INVALID_PARTITIONS beyond it). Kafka sets
+	// no such limit; ours is the cluster-wide cap, so tests can run
+	// topics of 10 000 partitions and more.
+	MaxPartitions = MaxClusterPartitions
 	// MaxClusterPartitions bounds the partitions of all topics together,
 	// so a hostile CreateTopics cannot exhaust memory; beyond it
 	// CreateTopics answers INVALID_PARTITIONS.

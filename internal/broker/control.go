@@ -247,3 +247,64 @@ func (c *Cluster) SetBandwidth(node int32, bytesPerSec int64) {
 		n.bw = bytesPerSec
 	}
 }
+
+// DeleteTopic deletes a topic as DeleteTopics does: its partitions, logs
+// and producer state are gone at once, Produce naming its id answers
+// UNKNOWN_TOPIC_ID, and a topic created again under the name gets a new
+// id. It returns the records each partition held at deletion, indexed by
+// partition, so a test can tell what was lost with the topic. An unknown
+// topic returns [ErrUnknownTopic]; after Close, [ErrClosed].
+func (c *Cluster) DeleteTopic(topic string) ([][]LogRecord, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	t := c.topics[topic]
+	if t == nil {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
+	}
+	return c.deleteTopic(t), nil
+}
+
+// CreatePartitions grows a topic to count partitions as CreatePartitions
+// does, the new partitions' leaders continuing the round-robin. A count
+// not above the current one or beyond [MaxPartitions] returns a
+// *ConfigError, an unknown topic [ErrUnknownTopic]; on error nothing
+// changes.
+func (c *Cluster) CreatePartitions(topic string, count int32) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	t := c.topics[topic]
+	if t == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
+	}
+	if err := c.checkGrow(t, count); err != nil {
+		return &ConfigError{"Partitions", fmt.Sprint(count), err.Error()}
+	}
+	c.growTopic(t, count)
+	return nil
+}
+
+// TopicID returns a topic's id (KIP-516) and whether the topic exists.
+func (c *Cluster) TopicID(topic string) ([16]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t := c.topics[topic]; t != nil {
+		return t.id, true
+	}
+	return uuid{}, false
+}
+
+// Partitions returns a topic's partition count, 0 for an unknown topic.
+func (c *Cluster) Partitions(topic string) int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t := c.topics[topic]; t != nil {
+		return int32(len(t.parts))
+	}
+	return 0
+}

@@ -61,3 +61,11 @@ func (c *Cluster) Records(topic string, partition int32) []LogRecord {
 	}
 	return slices.Clone(p.records)
 }
+
+// MetadataRequests returns how many Metadata requests all nodes have
+// answered since [Start], so a test can bound a client's request rate.
+func (c *Cluster) MetadataRequests() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.metaRequests
+}

@@ -115,9 +115,18 @@ func (c *Cluster) createTopic(tc TopicConfig) (*topic, error) {
 	if c.partitions+int(tc.Partitions) > MaxClusterPartitions {
 		return nil, &ConfigError{"Partitions", strconv.Itoa(int(tc.Partitions)), fmt.Sprintf("the cluster holds at most %d partitions", MaxClusterPartitions)}
 	}
-	c.partitions += int(tc.Partitions)
 	t := &topic{name: tc.Name, id: newTopicID(), window: tc.Window}
-	for i := range tc.Partitions {
+	c.growTopic(t, tc.Partitions)
+	c.topics[t.name] = t
+	c.topicIDs[t.id] = t
+	return t, nil
+}
+
+// growTopic adds partitions to t up to count, leaders continuing the
+// round-robin. The caller checked count (checkTopic, checkGrow). c.mu must
+// be held.
+func (c *Cluster) growTopic(t *topic, count int32) {
+	for i := int32(len(t.parts)); i < count; i++ {
 		t.parts = append(t.parts, &partition{
 			t:        t,
 			index:    i,
@@ -125,10 +134,24 @@ func (c *Cluster) createTopic(tc TopicConfig) (*topic, error) {
 			pids:     make(map[int64]*producerState),
 			inflight: make(map[int64]int),
 		})
+		c.partitions++
 	}
-	c.topics[t.name] = t
-	c.topicIDs[t.id] = t
-	return t, nil
+}
+
+// deleteTopic removes t, its logs and producer state, and returns what
+// its partitions held. Requests already reading t finish on the detached
+// partitions; later ones find neither its name nor its id. c.mu must be
+// held.
+func (c *Cluster) deleteTopic(t *topic) [][]LogRecord {
+	delete(c.topics, t.name)
+	delete(c.topicIDs, t.id)
+	c.partitions -= len(t.parts)
+	logs := make([][]LogRecord, len(t.parts))
+	for i, p := range t.parts {
+		logs[i] = p.records
+	}
+	c.signalData() // Fetch waiting on it answers now
+	return logs
 }
 
 // partition returns the partition or nil. c.mu must be held.
