@@ -96,6 +96,8 @@ type partitionState struct {
 	doubtUpTo     uint64    // 1 + the highest ord failed as FateUnknown, 0 before any
 	report        []*batch  // sent batches not yet called back, in ord order
 	sealedCount   int       // len(sealed) as last seen by the sender
+	gone          bool      // dropped by metadata (topology.go); goneErr says why
+	goneErr       error
 
 	sent, retried atomic.Int64 // batches sent and resent, for Stats
 }
@@ -118,7 +120,8 @@ type batch struct {
 	split        bool  // too large for the broker: split before the next attempt
 	done         bool  // outcome known; err holds it
 	err          error
-	inReport     bool // listed in part.report
+	inReport     bool     // listed in part.report
+	topicID      [16]byte // the topic id the last attempt named (Produce v13+)
 }
 
 var batchPool = sync.Pool{New: func() any { return new(batch) }}

@@ -183,12 +183,40 @@ type outcome struct {
 	results map[recKey]recResult
 	order   map[string][]int     // "producer/partition" -> sequences in callback order
 	logs    map[int32][]logEntry // partition -> our records in offset order
+	// gone are the logs of earlier incarnations of the topic, deleted
+	// since (addDeleted), oldest first.
+	gone  []map[int32][]logEntry
+	names map[string]bool // the ledgers' producer names
+}
+
+// addDeleted adds the logs of a deleted incarnation of the topic, as
+// broker.Cluster.DeleteTopic returned them.
+func (o *outcome) addDeleted(logs [][]broker.LogRecord) {
+	m := map[int32][]logEntry{}
+	for part, recs := range logs {
+		for _, rec := range recs {
+			if e, ok := ourEntry(o.names, int32(part), rec); ok {
+				m[int32(part)] = append(m[int32(part)], e)
+			}
+		}
+	}
+	o.gone = append(o.gone, m)
+}
+
+// ourEntry returns rec as a logEntry if a ledger named in names wrote it
+// to part.
+func ourEntry(names map[string]bool, part int32, rec broker.LogRecord) (logEntry, bool) {
+	name, vp, seq, ok := parseValue(rec.Value)
+	if !ok || !names[name] || vp != part {
+		return logEntry{}, false
+	}
+	return logEntry{key: recKey{name, part, seq}, offset: rec.Offset, pid: rec.ProducerID}, true
 }
 
 // collectOutcome reads the ledgers and the broker's log of their topic.
 func collectOutcome(c *broker.Cluster, topic string, partitions int32, ls ...*ledger) outcome {
-	o := outcome{results: map[recKey]recResult{}, order: map[string][]int{}, logs: map[int32][]logEntry{}}
 	names := map[string]bool{}
+	o := outcome{results: map[recKey]recResult{}, order: map[string][]int{}, logs: map[int32][]logEntry{}, names: names}
 	for _, l := range ls {
 		names[l.name] = true
 		l.mu.Lock()
@@ -202,11 +230,9 @@ func collectOutcome(c *broker.Cluster, topic string, partitions int32, ls ...*le
 	}
 	for part := range partitions {
 		for _, rec := range c.Records(topic, part) {
-			name, vp, seq, ok := parseValue(rec.Value)
-			if !ok || !names[name] || vp != part {
-				continue
+			if e, ok := ourEntry(names, part, rec); ok {
+				o.logs[part] = append(o.logs[part], e)
 			}
-			o.logs[part] = append(o.logs[part], logEntry{key: recKey{name, part, seq}, offset: rec.Offset, pid: rec.ProducerID})
 		}
 	}
 	return o
@@ -221,21 +247,35 @@ func collectOutcome(c *broker.Cluster, topic string, partitions int32, ls ...*le
 //     are in the log in produce order (reorder);
 //   - a failed record not marked FateUnknown, and any ErrOrderLost
 //     record, is not in the log.
+//
+// When the topic was deleted and created again (outcome.gone), each
+// incarnation's log is checked for dups and order on its own, and "in the
+// log" means in any of them: a record acked before the deletion is gone
+// with the topic, and one written to the old topic without an ack may be
+// written again to the new one.
 func checkOutcome(o outcome) []string {
 	var v []string
-	seen := map[recKey]int{}
-	for part, entries := range o.logs {
-		last := map[string]int{}
-		for _, e := range entries {
-			seen[e.key]++
-			if seen[e.key] == 2 {
-				v = append(v, fmt.Sprintf("dup: %v again at offset %d", e.key, e.offset))
-			}
-			if l, ok := last[e.key.prod]; ok && e.key.seq <= l && seen[e.key] == 1 {
-				v = append(v, fmt.Sprintf("reorder: %v at offset %d after seq %d (partition %d)", e.key, e.offset, l, part))
-			}
-			if l, ok := last[e.key.prod]; !ok || e.key.seq > l {
-				last[e.key.prod] = e.key.seq
+	seen := map[recKey]int{} // over all incarnations
+	for inc, logs := range append(append([]map[int32][]logEntry(nil), o.gone...), o.logs) {
+		where := ""
+		if inc < len(o.gone) {
+			where = fmt.Sprintf(" of deleted incarnation %d", inc)
+		}
+		here := map[recKey]int{}
+		for part, entries := range logs {
+			last := map[string]int{}
+			for _, e := range entries {
+				seen[e.key]++
+				here[e.key]++
+				if here[e.key] == 2 {
+					v = append(v, fmt.Sprintf("dup: %v again at offset %d%s", e.key, e.offset, where))
+				}
+				if l, ok := last[e.key.prod]; ok && e.key.seq <= l && here[e.key] == 1 {
+					v = append(v, fmt.Sprintf("reorder: %v at offset %d after seq %d (partition %d%s)", e.key, e.offset, l, part, where))
+				}
+				if l, ok := last[e.key.prod]; !ok || e.key.seq > l {
+					last[e.key.prod] = e.key.seq
+				}
 			}
 		}
 	}

@@ -185,8 +185,12 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult) {
 			continue
 		}
 		t.lastErr = nil
+		count := int32(len(tm.Partitions))
+		if t.id != tm.ID && t.id != ([16]byte{}) && tm.ID != ([16]byte{}) {
+			s.topicRecreatedLocked(t, count)
+		}
 		t.id = tm.ID
-		if count := int32(len(tm.Partitions)); count > int32(len(t.parts)) {
+		if count > int32(len(t.parts)) {
 			s.p.setPartitionsLocked(t, count, now)
 		}
 		for _, pm := range tm.Partitions {

@@ -25,6 +25,14 @@ var ErrDeliveryTimeout = errors.New("producer: delivery.timeout.ms expired")
 // produced again, after the later ones.
 var ErrOrderLost = errors.New("producer: a later batch was written first (broker lost the producer state); not written, to keep order")
 
+// ErrPartitionGone is the error of records that waited for a partition
+// which no longer exists: their topic was deleted and created again with
+// fewer partitions. It is wrapped in a [DeliveryError] naming the
+// partition; FateUnknown tells whether an attempt may have been written to
+// the deleted topic (whose log is gone with it). Records produced after
+// the change are placed over the current partitions.
+var ErrPartitionGone = errors.New("producer: partition no longer exists (topic re-created with fewer partitions)")
+
 // ErrRecordTooLarge is the error of a record whose encoded size exceeds
 // max.request.size or buffer.memory. Only that record fails.
 var ErrRecordTooLarge = errors.New("producer: record too large")

@@ -15,9 +15,9 @@ func TestRespCursorFindsEveryPartition(t *testing.T) {
 	ta := &topicState{name: "a", id: [16]byte{1}}
 	tb := &topicState{name: "b", id: [16]byte{2}}
 	batches := []*batch{
-		{part: &partitionState{topic: ta, id: 0}},
-		{part: &partitionState{topic: ta, id: 1}},
-		{part: &partitionState{topic: tb, id: 0}},
+		{part: &partitionState{topic: ta, id: 0}, topicID: ta.id},
+		{part: &partitionState{topic: ta, id: 1}, topicID: ta.id},
+		{part: &partitionState{topic: tb, id: 0}, topicID: tb.id},
 	}
 	resp := func(order ...int) *kmsg.ProduceResponse {
 		pr := kmsg.NewPtrProduceResponse()

@@ -114,7 +114,7 @@ func (c *respCursor) find(b *batch) *kmsg.ProduceResponseTopicPartition {
 	t := b.part.topic
 	match := func(rt *kmsg.ProduceResponseTopic) bool {
 		if c.version >= 13 {
-			return rt.TopicID == t.id
+			return rt.TopicID == b.topicID // the id the request named
 		}
 		return rt.Topic == t.name
 	}
@@ -184,6 +184,11 @@ func (s *sender) facts(b *batch) batchFacts {
 // end in an acknowledgement. b has already left ps.inflight.
 func (s *sender) batchRejected(b *batch, code int16, cause error, hint *kmsg.ProduceResponseTopicPartitionCurrentLeader, now time.Time) {
 	ps := b.part
+	if ps.gone {
+		// The partition vanished with its topic: nowhere to retry.
+		s.failBatch(b, ps.goneErr, b.maybeWritten || lookupCode(code).mayAppend)
+		return
+	}
 	v := judge(code, s.facts(b))
 	if s.cfg.regress.notLeaderNotWritten && lookupCode(code).class == classLeader {
 		v.maybeWritten = b.maybeWritten

@@ -58,6 +58,7 @@ type sender struct {
 	bg     sync.WaitGroup // dial and control goroutines
 
 	stats senderStats
+	loops atomic.Int64 // iterations of run's loop, for tests (issue 20)
 }
 
 type senderStats struct {
@@ -143,6 +144,7 @@ func (s *sender) run() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
+		s.loops.Add(1)
 		s.events = s.p.takeEvents(s.events)
 		for i, f := range s.events {
 			f()
@@ -517,6 +519,7 @@ func (s *sender) issue(sr *sentRequest) {
 			topics[i].Topic = t.name
 			topics[i].TopicID = t.id
 		}
+		b.topicID = t.id // the response names this id, even if t's changes meanwhile
 		part := kmsg.NewProduceRequestTopicPartition()
 		part.Partition = b.part.id
 		part.Records = b.bytes

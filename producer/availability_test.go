@@ -1,0 +1,104 @@
+package producer
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/longhaul-kafka/longhaul/internal/broker"
+)
+
+// Issue 20, items 1 and 2: a partition the producer cannot send to (no
+// leader, or a leader the broker list does not name) costs neither a core
+// nor a storm of Metadata requests. Both run on the real clock: a sender
+// that spins never lets a synctest bubble's clock advance. The bounds are
+// counts over a fixed interval, far above what a sleeping sender does
+// (tens) and far below a spinning one (millions of loop iterations,
+// thousands of requests).
+
+const (
+	quietInterval = 500 * time.Millisecond
+	maxLoops      = 2000 // sender loop iterations per interval
+	maxMetadata   = 200  // Metadata requests per interval
+)
+
+// leaderless rewrites every Metadata response so that partition part of
+// every topic has no leader.
+func leaderless(part int32) func(*kmsg.MetadataResponse) {
+	return func(m *kmsg.MetadataResponse) {
+		for i := range m.Topics {
+			for j := range m.Topics[i].Partitions {
+				if m.Topics[i].Partitions[j].Partition == part {
+					m.Topics[i].Partitions[j].Leader = -1
+				}
+			}
+		}
+	}
+}
+
+// leaderUnlisted rewrites every Metadata response to leave node out of
+// the broker list (a decommissioned broker still named as leader).
+func leaderUnlisted(node int32) func(*kmsg.MetadataResponse) {
+	return func(m *kmsg.MetadataResponse) {
+		keep := m.Brokers[:0]
+		for _, b := range m.Brokers {
+			if b.NodeID != node {
+				keep = append(keep, b)
+			}
+		}
+		m.Brokers = keep
+	}
+}
+
+// quietCounts produces one record that fills a batch to partition part, lets the producer
+// settle, and returns the sender loop iterations and Metadata requests of
+// the next quietInterval, then lifts the rewrite and checks the record is
+// delivered.
+func quietCounts(t *testing.T, rewrite func(*kmsg.MetadataResponse), part int32) (loops, metadata int64) {
+	c := startCluster(t, broker.Config{Nodes: 2, Topics: []broker.TopicConfig{{Name: "t", Partitions: 2}}})
+	c.RewriteMetadata(rewrite)
+	p := newTestProducer(t, c, RetryBackoff(5*time.Millisecond), RetryBackoffMax(100*time.Millisecond), BatchSize(512))
+	done := make(chan error, 1)
+	// A record that fills its batch: the batch is sealed, ready to go.
+	r := &Record{Topic: "t", Value: make([]byte, 600)}
+	r.SetPartition(part)
+	p.Produce(context.Background(), r, func(_ *Record, err error) { done <- err })
+	time.Sleep(300 * time.Millisecond) // backoff reaches its cap
+	l0, m0 := p.s.loops.Load(), c.MetadataRequests()
+	time.Sleep(quietInterval)
+	loops, metadata = p.s.loops.Load()-l0, c.MetadataRequests()-m0
+	t.Logf("over %v: %d sender loop iterations, %d Metadata requests", quietInterval, loops, metadata)
+	select {
+	case err := <-done:
+		t.Fatalf("record called back while its partition could not be sent to: %v", err)
+	default:
+	}
+	c.RewriteMetadata(nil)
+	select {
+	case err := <-done:
+		require.NoError(t, err, "delivered once the metadata is good")
+	case <-time.After(10 * time.Second):
+		t.Fatal("record not delivered after the metadata became good")
+	}
+	return loops, metadata
+}
+
+// Issue 20, item 1: a ready batch for a partition without a leader does
+// not make the sender loop spin; it sleeps until something can change.
+func TestLeaderlessPartitionDoesNotSpinSender(t *testing.T) {
+	loops, metadata := quietCounts(t, leaderless(1), 1)
+	require.Less(t, loops, int64(maxLoops), "sender loop iterations while the partition has no leader")
+	require.Less(t, metadata, int64(maxMetadata), "Metadata requests while the partition has no leader")
+}
+
+// Issue 20, item 2: a leader absent from the broker list makes the
+// metadata answer unusable, which backs off like a failure instead of
+// being asked again at once.
+func TestLeaderAbsentFromBrokerListBacksOffMetadata(t *testing.T) {
+	loops, metadata := quietCounts(t, leaderUnlisted(1), 1)
+	require.Less(t, metadata, int64(maxMetadata), "Metadata requests while the leader is not in the broker list")
+	require.Less(t, loops, int64(maxLoops), "sender loop iterations while the leader is not in the broker list")
+}

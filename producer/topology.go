@@ -1,0 +1,55 @@
+package producer
+
+import "fmt"
+
+// Topology changes seen in metadata (issue 20): a topic deleted and
+// created again under the same name, with a new topic id (KIP-516) and
+// possibly fewer partitions. Growth needs nothing special: applyMetadata
+// adds the new partitions and placement maps over the current count.
+
+// topicRecreatedLocked handles a topic whose id changed to a new one with
+// count partitions. Every partition is a new, empty log without our
+// producer state: its next batch goes alone (the first-batch gate) and any
+// leader epoch is news, since a new topic counts epochs from 0 again.
+// Partitions beyond count are gone: what waits for them fails with
+// ErrPartitionGone. Called on the sender goroutine with p.mu held.
+func (s *sender) topicRecreatedLocked(t *topicState, count int32) {
+	s.p.log.Info("topic re-created: new topic id", "topic", t.name, "partitions", count)
+	for _, ps := range t.parts {
+		ps.leaderEpoch, ps.pendingEpoch = -1, -1
+		s.p.lim.Reset(ps.lim)
+	}
+	if count >= int32(len(t.parts)) {
+		return
+	}
+	for _, ps := range t.parts[count:] {
+		s.dropPartitionLocked(ps, fmt.Errorf("%w: %s[%d], the topic now has %d partition(s)", ErrPartitionGone, t.name, ps.id, count))
+	}
+	clear(t.parts[count:])
+	t.parts = t.parts[:count]
+}
+
+// dropPartitionLocked fails every batch of a vanished partition that is
+// not in flight, and marks it so batches coming back from flight fail too
+// (batchRejected). Its limiter partition forgets the leader, so a
+// partition of that index created later starts with the gate armed.
+func (s *sender) dropPartitionLocked(ps *partitionState, err error) {
+	ps.gone, ps.goneErr = true, err
+	if ps.open != nil {
+		ps.sealed = append(ps.sealed, ps.open)
+		ps.open = nil
+	}
+	sealed := ps.sealed
+	ps.sealed = nil
+	ps.sealedCount = 0
+	for _, b := range append([]*batch(nil), ps.retry...) {
+		s.failBatch(b, err, b.maybeWritten)
+	}
+	for _, b := range sealed {
+		s.failBatch(b, err, false)
+	}
+	ps.hasPending = false
+	ps.leader = -1
+	ps.leaderPub.Store(-1)
+	s.p.lim.SetLeader(ps.lim, -1, -1)
+}
