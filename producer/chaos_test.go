@@ -103,6 +103,7 @@ func (s *chaosSchedule) String() string {
 type chaosRun struct {
 	producers []*Producer
 	ledgers   []*ledger
+	deleted   [][][]broker.LogRecord // logs of deleted incarnations of the topic
 }
 
 // drawSchedule draws a schedule from seed: bursts of produce and of faults
@@ -198,6 +199,36 @@ func drawSchedule(seed uint64) *chaosSchedule {
 		case 9:
 			w := []int{5, 8, 20, 50}[rng.IntN(4)]
 			add(t, fmt.Sprintf("window set to %d", w), func(c *broker.Cluster, _ *chaosRun) { c.SetWindow(chaosTopic, w) })
+		}
+	}
+	// Topology changes an operator makes (issue 20), drawn from their own
+	// stream so the faults above stay what each seed always drew.
+	topo := rand.New(rand.NewPCG(seed, 0x2020))
+	for range topo.IntN(3) {
+		t := time.Duration(topo.Int64N(int64(chaosSpan)))
+		switch topo.IntN(2) {
+		case 0:
+			gap := time.Duration(topo.Int64N(int64(300 * time.Millisecond)))
+			s.lostTime += gap + chaosReqTimeout
+			window := s.window
+			add(t, fmt.Sprintf("topic deleted, re-created %v later (DeleteTopics, CreateTopics)", gap), func(c *broker.Cluster, r *chaosRun) {
+				logs, err := c.DeleteTopic(chaosTopic)
+				if err != nil {
+					panic(err)
+				}
+				r.deleted = append(r.deleted, logs)
+				time.Sleep(gap)
+				if err := c.CreateTopic(broker.TopicConfig{Name: chaosTopic, Partitions: chaosParts, Window: window}); err != nil {
+					panic(err)
+				}
+			})
+		case 1:
+			more := 1 + topo.Int32N(3)
+			add(t, fmt.Sprintf("topic grows by %d partitions (CreatePartitions)", more), func(c *broker.Cluster, _ *chaosRun) {
+				if err := c.CreatePartitions(chaosTopic, c.Partitions(chaosTopic)+more); err != nil {
+					panic(err)
+				}
+			})
 		}
 	}
 	sort.SliceStable(s.steps, func(i, j int) bool { return s.steps[i].at < s.steps[j].at })
@@ -343,7 +374,11 @@ func runSchedule(t *testing.T, s *chaosSchedule) []string {
 			v = append(v, fmt.Sprintf("memory: producer %d: buffer.memory not back to 0 after Close", i))
 		}
 	}
-	v = append(v, checkOutcome(collectOutcome(c, chaosTopic, chaosParts, append(run.ledgers, tails...)...))...)
+	o := collectOutcome(c, chaosTopic, chaosParts, append(run.ledgers, tails...)...)
+	for _, logs := range run.deleted {
+		o.addDeleted(logs)
+	}
+	v = append(v, checkOutcome(o)...)
 	return v
 }
 
