@@ -76,7 +76,16 @@ type Conn struct {
 	dl      deadlineHeap
 	timer   *time.Timer
 	armedAt time.Time
+	// expired holds the ids of written requests that timed out: their
+	// late responses are dropped. A response with any other id we are not
+	// waiting for breaks the connection, as in the Java client: the
+	// stream no longer pairs answers with requests.
+	expired map[int32]struct{}
 }
+
+// maxExpired bounds Conn.expired: a connection with that many requests
+// timed out and never answered is broken.
+const maxExpired = 4096
 
 // pending is one request between Send and its completion. Whoever removes
 // it from Conn.pend (under mu) owns calling done: that is what makes every
@@ -479,9 +488,15 @@ func (c *Conn) readLoop() {
 			// A broker may answer before our writev returned.
 			writing = p.writing
 		}
+		_, late := c.expired[id]
+		delete(c.expired, id)
 		c.mu.Unlock()
-		if p == nil {
+		if p == nil && late {
 			continue // timed out earlier: the late response is dropped
+		}
+		if p == nil {
+			c.fail(fmt.Errorf("%w: response for correlation id %d, which no request is waiting for", ErrMalformedResponse, id))
+			return
 		}
 		resp, err := parseResponseAt(frame, p.key, p.version, id)
 		if err != nil {
@@ -533,10 +548,17 @@ func (c *Conn) expire() {
 		return
 	}
 	now := time.Now()
-	stuck := false
+	stuck, tooMany := false, false
 	for len(c.dl) > 0 && !c.dl[0].deadline.After(now) {
 		p := heap.Pop(&c.dl).(*pending)
 		delete(c.pend, p.id)
+		if p.written && !p.noResponse {
+			if c.expired == nil {
+				c.expired = make(map[int32]struct{})
+			}
+			c.expired[p.id] = struct{}{}
+			tooMany = tooMany || len(c.expired) > maxExpired
+		}
 		if c.parkLocked(p, nil, &ConnError{Addr: c.addr, Written: true, Err: ErrRequestTimeout}) {
 			stuck = true
 		} else {
@@ -555,6 +577,9 @@ func (c *Conn) expire() {
 		// until we no longer read the caller's bytes, and only closing
 		// the socket guarantees the write returns.
 		c.fail(fmt.Errorf("%w: a produce request was still being written at its deadline", ErrRequestTimeout))
+	}
+	if tooMany {
+		c.fail(fmt.Errorf("%w: %d requests timed out without an answer", ErrRequestTimeout, maxExpired))
 	}
 }
 

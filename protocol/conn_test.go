@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -550,4 +551,40 @@ func TestDialContextBoundsHandshake(t *testing.T) {
 		}
 		srv.Close()
 	})
+}
+
+// A response whose correlation id no request is waiting for (never sent,
+// or answered already) breaks the connection, as in the Java client: the
+// stream no longer pairs answers with requests (issue 20). The late answer
+// to a request that timed out is still dropped quietly.
+func TestUnknownCorrelationIDKillsConn(t *testing.T) {
+	b := newFakeBroker(t)
+	b.handle = func(h RequestHeader, req kmsg.Request, reply func(any)) {
+		switch *req.(*kmsg.MetadataRequest).Topics[0].Topic {
+		case "late":
+			go func() {
+				time.Sleep(100 * time.Millisecond)
+				reply(mdEcho(req))
+			}()
+		case "stray":
+			reply(AppendResponse(nil, h.CorrelationID+1000, mdEcho(req)))
+		default:
+			reply(mdEcho(req))
+		}
+	}
+	c := dialT(t, b.listen(), DialConfig{})
+	o := newOutcome(1)
+	c.Send(mdReq("late"), 10*time.Millisecond, o.done(0))
+	o.exactlyOnce(t)
+	require.ErrorIs(t, o.err[0], ErrRequestTimeout)
+	time.Sleep(200 * time.Millisecond) // the late answer arrives and is dropped
+	_, err := c.Do(context.Background(), mdReq("ok"))
+	require.NoError(t, err, "a late answer to a timed-out request keeps the connection")
+
+	o = newOutcome(1)
+	c.Send(mdReq("stray"), 0, o.done(0))
+	o.exactlyOnce(t)
+	require.ErrorIs(t, o.err[0], ErrConnClosed)
+	require.ErrorIs(t, c.Err(), ErrMalformedResponse)
+	require.Contains(t, c.Err().Error(), "no request is waiting for")
 }
