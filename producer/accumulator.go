@@ -97,7 +97,6 @@ type partitionState struct {
 	report        []*batch  // sent batches not yet called back, in ord order
 	sealedCount   int       // len(sealed) as last seen by the sender
 	gone          bool      // dropped by metadata (topology.go); goneErr says why
-	resequence    bool      // its topic was re-created: number afresh once drained (topology.go)
 	goneErr       error
 
 	sent, retried atomic.Int64 // batches sent and resent, for Stats

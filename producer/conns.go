@@ -60,17 +60,27 @@ func (s *sender) dial(n *nodeState, now time.Time) time.Time {
 				c.Close()
 			}
 		}
-		s.p.post(func() { s.dialed(n, c, err) })
+		s.p.post(func() { s.dialed(n, addr, c, err) })
 	}()
 	return time.Time{}
 }
 
-func (s *sender) dialed(n *nodeState, c *protocol.Conn, err error) {
+// dialed takes the outcome of dialing n at addr.
+func (s *sender) dialed(n *nodeState, addr string, c *protocol.Conn, err error) {
 	n.dialing = false
 	if s.stopping {
 		if c != nil {
 			c.Close()
 		}
+		return
+	}
+	if n.addr != addr {
+		// Metadata moved the broker while we dialed: whatever reached
+		// the old address is not it. The next pass dials the new one.
+		if c != nil {
+			c.Close()
+		}
+		s.p.wakeSender()
 		return
 	}
 	if err != nil {

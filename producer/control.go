@@ -24,12 +24,12 @@ func (s *sender) runControl(op func(ctx context.Context, c *protocol.Conn) (then
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
-		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.requestTimeout)
-		defer cancel()
 		var err error
 		if c == nil {
-			c, err = dialFirst(ctx, addrs, cfg)
+			c, err = dialFirst(s.ctx, addrs, cfg, s.cfg.requestTimeout)
 		}
+		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.requestTimeout)
+		defer cancel()
 		var then func()
 		if err == nil {
 			then, err = op(ctx, c)
@@ -80,10 +80,17 @@ func (s *sender) controlAddrs() []string {
 	return append(addrs[k:], addrs[:k]...)
 }
 
-func dialFirst(ctx context.Context, addrs []string, cfg protocol.DialConfig) (*protocol.Conn, error) {
+// dialFirst returns a connection to the first of addrs that answers. The
+// budget is shared out: each address gets budget/len(addrs) of its own, so
+// one that accepts connections and never answers cannot use up the time
+// of the addresses after it.
+func dialFirst(ctx context.Context, addrs []string, cfg protocol.DialConfig, budget time.Duration) (*protocol.Conn, error) {
 	var errs []error
+	share := budget / time.Duration(max(len(addrs), 1))
 	for _, a := range addrs {
-		c, err := protocol.Dial(ctx, a, cfg)
+		actx, cancel := context.WithTimeout(ctx, share)
+		c, err := protocol.Dial(actx, a, cfg)
+		cancel()
 		if err == nil {
 			return c, nil
 		}

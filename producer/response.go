@@ -89,7 +89,6 @@ func (s *sender) applyPendingLeaders() {
 		if ps.hasPending && len(ps.inflight) == 0 {
 			s.applyLeader(ps, ps.pendingLeader, ps.pendingEpoch)
 		}
-		s.resequenceIfDrained(ps)
 		s.touched[i] = nil
 	}
 	s.touched = s.touched[:0]

@@ -1,10 +1,6 @@
 package producer
 
-import (
-	"fmt"
-
-	"github.com/longhaul-kafka/longhaul/protocol"
-)
+import "fmt"
 
 // Topology changes seen in metadata (issue 20): a topic deleted and
 // created again under the same name, with a new topic id (KIP-516) and
@@ -22,8 +18,6 @@ func (s *sender) topicRecreatedLocked(t *topicState, count int32) {
 	for _, ps := range t.parts {
 		ps.leaderEpoch, ps.pendingEpoch = -1, -1
 		s.p.lim.Reset(ps.lim)
-		ps.resequence = true
-		s.resequenceIfDrained(ps)
 	}
 	if count >= int32(len(t.parts)) {
 		return
@@ -33,32 +27,6 @@ func (s *sender) topicRecreatedLocked(t *topicState, count int32) {
 	}
 	clear(t.parts[count:])
 	t.parts = t.parts[:count]
-}
-
-// resequenceIfDrained numbers a re-created topic's partition afresh once
-// none of its batches is in flight to the old topic id. The new log has no
-// state for us, and its sequences must follow from the first batch it
-// takes: the old log's acknowledged batches are not in it, so batches
-// still waiting (their attempts all named the old id) and the ones after
-// them take sequences from 0, in order. Until then nothing of the
-// partition is sent: its gate, armed by topicRecreatedLocked, admits no
-// batch while older ones are in flight. A batch keeps maybeWritten: it
-// may be in the deleted log, which is what its callback reports.
-func (s *sender) resequenceIfDrained(ps *partitionState) {
-	if !ps.resequence || len(ps.inflight) > 0 {
-		return
-	}
-	ps.resequence = false
-	seq := int32(0)
-	for _, b := range ps.retry {
-		b.bytes = append([]byte(nil), b.bytes...) // a dead connection's writer may hold the old
-		if err := protocol.SetBatchSequence(b.bytes, s.pid, s.epoch, seq); err != nil {
-			panic("producer: renumbering a batch we built: " + err.Error())
-		}
-		b.seq = seq
-		seq = addSeq(seq, len(b.records))
-	}
-	ps.nextSeq = seq
 }
 
 // dropPartitionLocked fails every batch of a vanished partition that is

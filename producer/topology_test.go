@@ -236,38 +236,3 @@ func TestRecreatedTopicSeenInMetadataArmsGate(t *testing.T) {
 		require.Len(t, o.logs[1], 100)
 	})
 }
-
-// Issue 20, item 3: batches whose responses were lost on the old topic
-// (maybe written there) while later ones were acked wait to be sent again
-// when the topic is re-created. The new log has no state for us and
-// never saw the later batches' sequences, so the waiting batches and all
-// after them are numbered afresh; otherwise the next batch after the
-// waiting ones would leave a gap (OUT_OF_ORDER_SEQUENCE_NUMBER), fixed
-// only by an epoch bump, or failing a batch that may have been written.
-func TestRecreatedTopicNumbersWaitingBatchesAfresh(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		topic := broker.TopicConfig{Name: "t", Partitions: 1, Window: 20}
-		c, n := memCluster(t, broker.Config{RTT: 5 * time.Millisecond, Topics: []broker.TopicConfig{topic}})
-		p := memProducer(t, c, n, Linger(0))
-		l := newLedger("a", "t")
-		warmUp(t, p, l, 0)
-		bumps := p.s.bumps.Load()
-		c.DropProduceResponses(0, 2)
-		l.produce(p, 0, 40, 100)
-		time.Sleep(100 * time.Millisecond) // all but the first two acked
-		gone, err := c.DeleteTopic("t")
-		require.NoError(t, err)
-		require.NoError(t, c.CreateTopic(topic))
-		require.True(t, l.waitAll(time.Minute), "callbacks")
-		require.Empty(t, firstN(l.failures(), 3))
-		tail := newLedger("tail", "t")
-		tail.produce(p, 0, 40, 100)
-		require.True(t, tail.waitAll(time.Minute), "callbacks")
-		require.Empty(t, firstN(tail.failures(), 3), "records after the re-creation")
-		require.Equal(t, bumps, p.s.bumps.Load(), "epoch bumps: the new log's sequences follow without one")
-		require.Zero(t, c.PartitionStats("t", 0).OutOfOrder)
-		o := collectOutcome(c, "t", 1, l, tail)
-		o.addDeleted(gone)
-		require.Empty(t, checkOutcome(o))
-	})
-}
