@@ -31,6 +31,11 @@ func handleInitProducerID(c *Cluster, r *request) (kmsg.Response, error) {
 		return resp, nil
 	}
 	if req.ProducerID >= 0 {
+		c.initAsks[1]++
+	} else {
+		c.initAsks[0]++
+	}
+	if req.ProducerID >= 0 {
 		if cur, ok := c.pidEpochs[req.ProducerID]; ok && cur == req.ProducerEpoch && cur < math.MaxInt16-1 {
 			c.pidEpochs[req.ProducerID] = cur + 1
 			resp.ProducerID, resp.ProducerEpoch = req.ProducerID, cur+1

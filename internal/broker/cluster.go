@@ -34,6 +34,7 @@ type Cluster struct {
 	dataCh        chan struct{}                // closed and replaced on every append
 	metaRewrite   func(*kmsg.MetadataResponse) // RewriteMetadata
 	metaRequests  int64                        // Metadata requests answered
+	initAsks      [2]int64                     // InitProducerId asking a new id, a bump
 }
 
 // node is one broker node: a listener and its connections.

@@ -62,6 +62,15 @@ func (c *Cluster) Records(topic string, partition int32) []LogRecord {
 	return slices.Clone(p.records)
 }
 
+// InitProducerIDRequests returns how many InitProducerId requests asked
+// for a new producer id and how many asked to bump an existing one's
+// epoch (KIP-360), since [Start].
+func (c *Cluster) InitProducerIDRequests() (newID, bump int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.initAsks[0], c.initAsks[1]
+}
+
 // MetadataRequests returns how many Metadata requests all nodes have
 // answered since [Start], so a test can bound a client's request rate.
 func (c *Cluster) MetadataRequests() int64 {
