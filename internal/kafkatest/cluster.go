@@ -67,6 +67,10 @@ type Options struct {
 	// AgentArgs are the agent's arguments: "" or "tag=always" (write tag
 	// 1 also when the window is 5).
 	AgentArgs string
+	// Release is the Kafka release to run; the zero value is [Version].
+	// A ZooKeeper-mode release also gets a ZooKeeper process (see
+	// [Release]).
+	Release Release
 }
 
 // AgentOnAll is an [Options.Agent] that runs the agent on every node.
@@ -84,6 +88,9 @@ type Cluster struct {
 	agentJar  string // "" when no node runs the agent
 	agentArgs string
 	stopOnce  sync.Once
+	rel       Release
+	zkAddr    string     // ZooKeeper mode only
+	zk        *zooKeeper // ZooKeeper mode only, once started
 }
 
 // required reports whether missing tools must fail rather than skip.
@@ -111,7 +118,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		o.HeapMB = 512
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), jarTimeout)
-	libs, err := EnsureJars(ctx, CacheDir(), t.Logf)
+	libs, err := o.Release.EnsureJars(ctx, t.Logf)
 	cancel()
 	if err != nil {
 		if errors.Is(err, ErrMissingTools) && !required() {
@@ -139,7 +146,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		began := time.Now()
 		c, err := start(t, o, classpath, agentJar)
 		if err == nil {
-			t.Logf("kafkatest: %d-node Kafka %s up in %v, bootstrap %s%s", o.Nodes, Version, time.Since(began).Round(time.Millisecond), c.Bootstrap(), c.agentSummary())
+			t.Logf("kafkatest: %d-node %v up in %v, bootstrap %s%s", o.Nodes, o.Release, time.Since(began).Round(time.Millisecond), c.Bootstrap(), c.agentSummary())
 			return c
 		}
 		if errors.Is(err, errPortTaken) && attempt < 3 {
@@ -151,13 +158,16 @@ func Start(t testing.TB, o Options) *Cluster {
 }
 
 func start(t testing.TB, o Options, classpath, agentJar string) (*Cluster, error) {
-	c := &Cluster{dir: t.TempDir(), classpath: classpath, agentJar: agentJar, agentArgs: o.AgentArgs}
+	c := &Cluster{dir: t.TempDir(), classpath: classpath, agentJar: agentJar, agentArgs: o.AgentArgs, rel: o.Release}
 	// Registered first, so every exit path stops what was started (JVMs
 	// and proxies); c.nodes is read when the cleanup runs.
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, n := range c.nodes {
 				t.Logf("%s", n.logTail(40))
+			}
+			if c.zk != nil {
+				t.Logf("%s", c.zk.logTail(20))
 			}
 		}
 		began := time.Now()
@@ -214,6 +224,11 @@ func start(t testing.TB, o Options, classpath, agentJar string) (*Cluster, error
 		}
 		c.nodes = append(c.nodes, n)
 	}
+	if !c.rel.KRaft() {
+		if c.zkAddr, err = reserve(); err != nil {
+			return nil, err
+		}
+	}
 
 	for _, n := range c.nodes {
 		if err := os.MkdirAll(n.dataDir(), 0o755); err != nil {
@@ -226,7 +241,7 @@ func start(t testing.TB, o Options, classpath, agentJar string) (*Cluster, error
 		if err := os.WriteFile(log4j, []byte(log4j2Properties(n.logPath())), 0o644); err != nil {
 			return nil, err
 		}
-		n.jvmArgs = brokerJVMArgs(o.HeapMB, classpath, n.dir, log4j)
+		n.jvmArgs = append(brokerJVMArgs(o.HeapMB, classpath, n.dir, log4j), c.rel.JVMFlags...)
 		if o.Agent != nil && o.Agent(int(n.id)) {
 			n.agent = true
 			n.jvmArgs = append([]string{AgentFlag(agentJar, o.AgentArgs)}, n.jvmArgs...)
@@ -238,6 +253,9 @@ func start(t testing.TB, o Options, classpath, agentJar string) (*Cluster, error
 	phase := time.Now()
 	var g errgroup.Group
 	for _, n := range c.nodes {
+		if !c.rel.KRaft() {
+			break // ZooKeeper mode has no storage to format
+		}
 		g.Go(func() error { return n.format(ctx, classpath, c.clusterID, c.toolLog) })
 	}
 	if err := g.Wait(); err != nil {
@@ -246,6 +264,10 @@ func start(t testing.TB, o Options, classpath, agentJar string) (*Cluster, error
 	formatTook := time.Since(phase)
 	phase = time.Now()
 	release()
+	if err := c.startZooKeeper(ctx, c.rel.JVMFlags); err != nil {
+		c.Stop()
+		return nil, err
+	}
 	for _, n := range c.nodes {
 		if err := n.start(); err != nil {
 			c.Stop()
@@ -306,15 +328,9 @@ func (c *Cluster) waitRegistered(ctx context.Context, down map[int32]bool) error
 func brokerCount(ctx context.Context, addr string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	conn, err := Dial(ctx, addr)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close()
 	req := kmsg.NewPtrMetadataRequest()
-	req.Version = 12
 	req.Topics = []kmsg.MetadataRequestTopic{} // none: brokers only
-	resp, err := conn.Request(ctx, req)
+	resp, err := requestNode(ctx, addr, req)   // each release's version
 	if err != nil {
 		return 0, err
 	}
@@ -348,6 +364,7 @@ func (c *Cluster) Stop() {
 			go func() { defer wg.Done(); n.stop(finalStopGrace) }()
 		}
 		wg.Wait()
+		c.stopZooKeeper()
 		for _, n := range c.nodes {
 			if n.proxy != nil {
 				n.proxy.Close()
@@ -473,6 +490,9 @@ func (c *Cluster) Classpath() string { return c.classpath }
 
 // ClusterID returns the KRaft cluster id the storage was formatted with.
 func (c *Cluster) ClusterID() string { return c.clusterID }
+
+// Release returns the Kafka release the cluster runs.
+func (c *Cluster) Release() Release { return c.rel }
 
 // LogFile returns the path of node i's broker log (log4j2, INFO).
 func (c *Cluster) LogFile(i int) string { return c.nodes[i].logPath() }

@@ -67,6 +67,10 @@ func Pom() string { return pomXML("kafkatest-jars", pomArtifacts) }
 // agentPom is the Maven project of [agentArtifacts].
 func agentPom() string { return pomXML("kafkatest-agent-jars", agentArtifacts) }
 
+// pomFor returns a Maven project depending on artifacts (group, artifact,
+// version), for dependency:copy-dependencies.
+func pomFor(artifacts [][3]string) string { return pomXML("kafkatest-jars", artifacts) }
+
 func pomXML(artifactID string, artifacts [][3]string) string {
 	var b strings.Builder
 	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>
@@ -109,6 +113,13 @@ func EnsureJars(ctx context.Context, cacheDir string, logf func(format string, a
 // their marker stay as they are.
 func ensureAgentLibs(ctx context.Context, cacheDir string, logf func(format string, args ...any)) (string, error) {
 	return resolveJars(ctx, cacheDir, "agent-", agentPom(), agentArtifacts, AgentLibDir(cacheDir), "Byte Buddy "+ByteBuddyVersion, logf)
+}
+
+// ensurePom is [EnsureJars] for another release's generated pom: it
+// resolves pom's dependencies into cacheDir's libs unless the marker says
+// this exact pom was resolved. label names the release in the log line.
+func ensurePom(ctx context.Context, cacheDir, pom string, artifacts [][3]string, label string, logf func(format string, args ...any)) (string, error) {
+	return resolveJars(ctx, cacheDir, "", pom, artifacts, LibDir(cacheDir), "Kafka "+label+" jars", logf)
 }
 
 // resolveJars makes sure dir holds the artifacts of pom, resolved with
