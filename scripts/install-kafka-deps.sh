@@ -6,8 +6,12 @@
 #    missing (as root, or with sudo; noninteractive).
 # 2. Resolves the Apache Kafka 4.4.0 jars and Byte Buddy into the harness
 #    cache ($LONGHAUL_KAFKA_CACHE, default $HOME/.cache/longhaul/kafka-4.4.0),
-#    and builds the KIP-1269 agent jar there, so that go test does not
-#    spend its timeout on Maven or javac.
+#    and builds the KIP-1269 agent jar there, and resolves the jars of every
+#    other release of the compatibility matrix (2.4.1 and 2.8.2 with their
+#    ZooKeeper, 3.9.1, 4.0.1) into its releases/<version> subdirectories, so
+#    that go test does not spend its timeout on Maven or javac. The other
+#    releases add about 3 minutes on a cold Maven repository and about 290
+#    MiB (jars in the cache plus Maven's local repository).
 #
 # Usage: scripts/install-kafka-deps.sh
 set -euo pipefail

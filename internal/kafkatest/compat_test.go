@@ -92,7 +92,7 @@ func testCompatRelease(t *testing.T, rel Release) compatRow {
 	require.NoError(t, err)
 	row := compatRow{release: rel}
 	for key, dst := range map[int16]*int16{
-		produceKey: &row.produce,
+		produceKey:                            &row.produce,
 		(&kmsg.InitProducerIDRequest{}).Key(): &row.initProducerID,
 		(&kmsg.MetadataRequest{}).Key():       &row.metadata,
 	} {
@@ -180,15 +180,36 @@ func testCompatRelease(t *testing.T, rel Release) compatRow {
 	assert.False(t, producer.IsFateUnknown(bumpErr), "a record the broker rejected is certainly not written")
 	st2 := p.Stats()
 	require.Greater(t, st2.EpochBumps, bumpsBefore, "no epoch bump after a rejected record with later batches behind it")
-	if preKIP360 {
-		row.bump = "new producer id"
-		assert.NotEqual(t, st1.ProducerID, st2.ProducerID, "pre-2.5: a bump takes a new producer id")
-	} else {
-		row.bump = "epoch +1 (KIP-360)"
-		assert.Equal(t, st1.ProducerID, st2.ProducerID, "2.5+: a bump keeps the producer id")
-		assert.Greater(t, st2.ProducerEpoch, st1.ProducerEpoch, "2.5+: a bump raises the epoch")
-	}
 	t.Logf("bump: producer id %d epoch %d -> id %d epoch %d", st1.ProducerID, st1.ProducerEpoch, st2.ProducerID, st2.ProducerEpoch)
+	// What the producer asked for: the first InitProducerId got the id,
+	// the ones after it are the bump.
+	inits := drop.initRequests()
+	require.GreaterOrEqual(t, len(inits), 2, "InitProducerId requests seen")
+	for i, r := range inits {
+		require.NotNil(t, r, "InitProducerId request %d undecodable", i)
+	}
+	ask := inits[1]
+	t.Logf("bump request: InitProducerId v%d producer id %d epoch %d", ask.Version, ask.ProducerID, ask.ProducerEpoch)
+	if preKIP360 {
+		// No KIP-360 fields below v3: the producer asks for a new id.
+		assert.Less(t, ask.Version, int16(3))
+		assert.Equal(t, int64(-1), ask.ProducerID)
+		assert.NotEqual(t, st1.ProducerID, st2.ProducerID, "pre-2.5: a bump takes a new producer id")
+		row.bump = "asks a new id (v" + fmt.Sprint(ask.Version) + ")"
+	} else {
+		assert.GreaterOrEqual(t, ask.Version, int16(3))
+		assert.Equal(t, st1.ProducerID, ask.ProducerID, "2.5+: the producer asks to bump its own id (KIP-360)")
+		assert.Equal(t, st1.ProducerEpoch, ask.ProducerEpoch, "2.5+: ... at its current epoch")
+		row.bump = "asks KIP-360 bump (v" + fmt.Sprint(ask.Version) + ")"
+	}
+	switch {
+	case st2.ProducerID != st1.ProducerID:
+		assert.Zero(t, st2.ProducerEpoch, "a new producer id starts at epoch 0")
+		row.bump += ", gets a new id"
+	default:
+		assert.Greater(t, st2.ProducerEpoch, st1.ProducerEpoch, "same id: the epoch must have risen")
+		row.bump += ", gets epoch+1"
+	}
 
 	w := watch()
 	w.check(t)

@@ -82,10 +82,13 @@ func (r Release) isDefault() bool { return r.version() == Version }
 // log4j2 configuration serves every release.
 var log4j12Bridge = [3]string{"org.apache.logging.log4j", "log4j-1.2-api", log4jVersion}
 
-// Artifacts returns the Maven coordinates (group, artifact, version) of
-// the release's jars: the broker, the client, ZooKeeper in ZooKeeper mode,
-// and the log4j2 binding (plus the log4j 1.2 bridge before 4.0). The
-// default release's are those of [Pom].
+// Artifacts returns the Maven coordinates (group, artifact, version) the
+// release's pom depends on: the broker, the client, and the log4j2 binding
+// (plus the log4j 1.2 bridge before 4.0). The default release's are those
+// of [Pom]. ZooKeeper is not listed: it comes with kafka_2.13, whose pom
+// excludes ZooKeeper's log4j 1 and slf4j-log4j12 (listed directly, they
+// would take the slf4j binding and lose the broker log); [Release.EnsureJars]
+// checks that its jar arrived.
 func (r Release) Artifacts() [][3]string {
 	if r.isDefault() {
 		return slices.Clone(pomArtifacts)
@@ -93,9 +96,6 @@ func (r Release) Artifacts() [][3]string {
 	a := [][3]string{
 		{"org.apache.kafka", "kafka_2.13", r.Version},
 		{"org.apache.kafka", "kafka-clients", r.Version},
-	}
-	if !r.KRaft() {
-		a = append(a, [3]string{"org.apache.zookeeper", "zookeeper", r.ZooKeeper})
 	}
 	a = append(a,
 		[3]string{"org.apache.logging.log4j", "log4j-api", log4jVersion},
@@ -124,7 +124,11 @@ func (r Release) EnsureJars(ctx context.Context, logf func(format string, args .
 		return EnsureJars(ctx, CacheDir(), logf)
 	}
 	a := r.Artifacts()
-	return ensurePom(ctx, r.CacheDir(), pomFor(a), a, r.Version, logf)
+	want := a
+	if !r.KRaft() {
+		want = append(slices.Clone(a), [3]string{"org.apache.zookeeper", "zookeeper", r.ZooKeeper})
+	}
+	return ensurePom(ctx, r.CacheDir(), pomFor(a), want, r.Version, logf)
 }
 
 // major returns the major version of "M.m.p", or 0.
