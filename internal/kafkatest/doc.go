@@ -29,6 +29,9 @@
 //     the cache; [Cluster.SetAgent] switches a stopped node for its
 //     restart (a rolling upgrade step). cmd/kip1269agent builds it for use
 //     outside the harness.
+//   - [Options.Release] picks another Kafka release ([Releases]: 2.4 and
+//     2.8 in ZooKeeper mode with a ZooKeeper process, 3.9 and 4.x in
+//     KRaft), each with its own jar cache ([Release.CacheDir]).
 //
 // Listeners: each broker has a DIRECT listener (also the inter-broker one)
 // and a PROXIED listener whose advertised address is its proxy (or
