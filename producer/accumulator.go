@@ -19,6 +19,7 @@ type topicState struct {
 	parts   []*partitionState // nil until metadata names the partitions
 	waiting []pendingRecord   // records produced before parts was known
 	lastErr error             // last metadata error for this topic
+	used    time.Time         // last new batch or waiting record, for metadata.max.idle.ms
 	sticky  stickyPartitioner
 }
 
@@ -175,6 +176,7 @@ func (p *Producer) appendLocked(r *Record, cb Callback, size int) error {
 		if len(t.waiting) == 0 {
 			p.s.wantMetadata()
 		}
+		t.used = time.Now()
 		t.waiting = append(t.waiting, pendingRecord{rec: r, cb: cb, size: size, gen: p.acceptLocked(), at: time.Now(), data: copyRecordBytes(r)})
 		return nil
 	}
@@ -212,6 +214,7 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) e
 		if now.IsZero() {
 			now = time.Now() // once per batch, not per record
 		}
+		t.used = now
 		b = newBatch(ps, now, min(p.cfg.batchSize, p.maxBatchBody())+pr.size)
 		ps.open = b
 		if !ps.inActive {

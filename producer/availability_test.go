@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -101,4 +102,34 @@ func TestLeaderAbsentFromBrokerListBacksOffMetadata(t *testing.T) {
 	loops, metadata := quietCounts(t, leaderUnlisted(1), 1)
 	require.Less(t, metadata, int64(maxMetadata), "Metadata requests while the leader is not in the broker list")
 	require.Less(t, loops, int64(maxLoops), "sender loop iterations while the leader is not in the broker list")
+}
+
+// TestIdleTopicNotPolledForever: a topic produced to once (a typo, a
+// deleted topic) is asked for in metadata until its record failed and it
+// sat idle for metadata.max.idle.ms; after that the producer stops asking,
+// while a topic in use keeps its metadata (issue 20, item 6). On virtual
+// time, so the counts over the interval are exact.
+func TestIdleTopicNotPolledForever(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{AutoCreateTopics: false,
+			Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
+		p := memProducer(t, c, n, MaxBlock(time.Second), MetadataMaxIdle(5*time.Second),
+			RetryBackoffMax(100*time.Millisecond))
+		l := newLedger("a", "t")
+		warmUp(t, p, l, 0)
+		typo := newLedger("b", "typo")
+		typo.produce(p, 0, 1, 10)
+		require.True(t, typo.waitAll(time.Minute))
+		require.Len(t, typo.failures(), 1, "the record for a missing topic fails after max.block.ms")
+		time.Sleep(6 * time.Second) // past metadata.max.idle.ms
+		m0 := c.MetadataRequests()
+		time.Sleep(10 * time.Second)
+		asked := c.MetadataRequests() - m0
+		// With the typo still asked for, a refresh every 100 ms backoff: ~100.
+		require.LessOrEqual(t, asked, int64(2), "metadata requests in 10 s once the typo went idle")
+		// The topic in use still works.
+		l.produce(p, 0, 5, 10)
+		require.True(t, l.waitAll(time.Minute))
+		require.Empty(t, l.failures())
+	})
 }

@@ -35,6 +35,7 @@ type config struct {
 	compression        protocol.Codec
 	metadataMaxAge     time.Duration
 	maxBlock           time.Duration
+	metadataMaxIdle    time.Duration
 	autoCreateTopics   bool
 	ignoreKeys         bool
 	adaptive           bool
@@ -143,6 +144,8 @@ var properties = append([]property{
 	}},
 	{"metadata.max.age.ms", "300000", "metadata is refreshed at least this often, in ms",
 		durationSetter(1, func(c *config, d time.Duration) { c.metadataMaxAge = d })},
+	{"metadata.max.idle.ms", "300000", "a topic not produced to for this long, with nothing buffered, is left out of metadata requests, in ms",
+		durationSetter(5000, func(c *config, d time.Duration) { c.metadataMaxIdle = d })},
 	{"max.block.ms", "60000", "how long a record may wait for its topic's metadata (partition list) before it fails, in ms",
 		durationSetter(0, func(c *config, d time.Duration) { c.maxBlock = d })},
 	{"allow.auto.create.topics", "true", "true: ask the broker to create a missing topic (its auto.create.topics.enable decides)", func(c *config, v string) error {

@@ -115,8 +115,10 @@ func (s *sender) maintainMetadata(now time.Time) time.Time {
 	}
 	s.p.mu.Lock()
 	topics := make([]string, 0, len(s.p.topics))
-	for name := range s.p.topics {
-		topics = append(topics, name)
+	for name, t := range s.p.topics {
+		if s.topicNeeded(t, now) {
+			topics = append(topics, name)
+		}
 	}
 	s.p.mu.Unlock()
 	if len(topics) == 0 && s.haveID {
@@ -178,7 +180,7 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult) {
 		}
 		if tm.ErrorCode != 0 {
 			t.lastErr = kerr.ErrorForCode(tm.ErrorCode)
-			again = true
+			again = again || s.topicNeeded(t, now)
 			if tm.ErrorCode == kerr.TopicAuthorizationFailed.Code {
 				// Retrying will not grant access: fail what waits at once.
 				s.p.failWaitingLocked(t, t.lastErr)
@@ -219,7 +221,7 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult) {
 		}
 	}
 	for _, t := range s.p.topics {
-		if t.parts == nil {
+		if t.parts == nil && s.topicNeeded(t, now) {
 			again = true
 		}
 	}
@@ -231,6 +233,23 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult) {
 	} else {
 		s.metaFailures = 0
 	}
+}
+
+// topicNeeded reports whether metadata requests should name t: records
+// wait for it or are buffered or in flight, or it was produced to within
+// metadata.max.idle.ms. An idle topic is left out (its state, sequence
+// numbers included, is kept) so a mistyped or deleted topic is not polled
+// for the producer's life. Called with p.mu held.
+func (s *sender) topicNeeded(t *topicState, now time.Time) bool {
+	if len(t.waiting) > 0 || now.Sub(t.used) < s.cfg.metadataMaxIdle {
+		return true
+	}
+	for _, ps := range t.parts {
+		if ps.open != nil || len(ps.sealed) > 0 || len(ps.retry) > 0 || len(ps.inflight) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // checkPartitions rejects a topic's partition list unless it names each of

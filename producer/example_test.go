@@ -181,6 +181,7 @@ var typedOptions = map[string]any{
 	"compression.type":                      producer.Compression,
 	"metadata.max.age.ms":                   producer.MetadataMaxAge,
 	"max.block.ms":                          producer.MaxBlock,
+	"metadata.max.idle.ms":                  producer.MetadataMaxIdle,
 	"longhaul.max.window":                   producer.MaxWindow,
 	"longhaul.idle.rearm.ms":                producer.IdleRearm,
 }

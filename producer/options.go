@@ -86,6 +86,14 @@ func Compression(codec string) Opt { return propOpt{"compression.type", codec} }
 // MetadataMaxAge sets metadata.max.age.ms. Default 5 minutes.
 func MetadataMaxAge(d time.Duration) Opt { return propOpt{"metadata.max.age.ms", ms(d)} }
 
+// MetadataMaxIdle sets metadata.max.idle.ms: a topic not produced to for d,
+// with nothing buffered or in flight, is no longer asked for in metadata
+// requests, so a mistyped or deleted topic is not polled for the life of
+// the producer. Its sequence numbers are kept, so producing to it again
+// needs no epoch bump. Default 5 minutes, at least 5 s, as in the Java
+// client.
+func MetadataMaxIdle(d time.Duration) Opt { return propOpt{"metadata.max.idle.ms", ms(d)} }
+
 // MaxBlock sets max.block.ms: how long a record may wait for its topic's
 // partition list (the first Metadata answer naming the topic) before it
 // fails with [ErrTopicMetadata]. Default 60s, as in the Java client. It does
