@@ -119,6 +119,7 @@ type batch struct {
 	maybeWritten bool  // an attempt ended without a definite answer
 	lastErr      error // why the last attempt failed, for timeouts
 	split        bool  // too large for the broker: split before the next attempt
+	parked       bool  // certainly not written, waiting for the epoch bump; position released
 	done         bool  // outcome known; err holds it
 	err          error
 	inReport     bool     // listed in part.report
@@ -147,6 +148,7 @@ func (b *batch) recycle() {
 	b.maybeWritten = false
 	b.lastErr = nil
 	b.split = false
+	b.parked = false
 	b.done = false
 	b.err = nil
 	b.inReport = false

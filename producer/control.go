@@ -432,6 +432,12 @@ func (s *sender) renumber() {
 			}
 			seq := int32(0)
 			for _, b := range ps.retry {
+				// A fresh position: the batch goes out as a new one
+				// under the new epoch (its old one may have been parked).
+				s.p.lim.Abandon(ps.lim, b.ord)
+				b.ord = ps.nextOrd
+				ps.nextOrd++
+				b.parked = false
 				// A copy: a dead connection's writer may still hold the
 				// old bytes.
 				b.bytes = append([]byte(nil), b.bytes...)

@@ -236,6 +236,9 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 			next = earliest(next, ps.backoffUntil)
 			continue
 		}
+		if s.needBump {
+			s.park(ps)
+		}
 		if len(ps.retry) > 0 && ps.retry[0].split && len(ps.inflight) == 0 && !s.needBump {
 			s.split(ps) // before any position is reserved for it
 		}
@@ -378,6 +381,25 @@ func (ps *partitionState) unresolved() bool {
 		}
 	}
 	return false
+}
+
+// park releases the window positions of ps's batches that certainly are
+// not in the log and wait for the epoch bump (renumber gives them fresh
+// ones). Their retry can never be a duplicate, so the window need not be
+// anchored at them; if it were, the batches that may be in the log, which
+// the bump waits to resolve, could be held outside the window (reset to 5
+// by a leader change) until delivery.timeout.ms: a stalled bump (chaos seed
+// 124).
+func (s *sender) park(ps *partitionState) {
+	if s.cfg.regress.resolveOldestRetry {
+		return // the old path resends them before the bump
+	}
+	for _, b := range ps.retry {
+		if !b.maybeWritten && !b.parked {
+			s.p.lim.Abandon(ps.lim, b.ord)
+			b.parked = true
+		}
+	}
 }
 
 // canSendNow reports whether ps could send a new batch at once: a known
