@@ -3,36 +3,35 @@ package kafkatest
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/longhaul-kafka/longhaul/internal/logcheck"
 )
 
-// Outcome is what a producer reported for one record.
-type Outcome uint8
+// Outcome is what a producer reported for one record: logcheck's
+// outcomes, under the names the interop tests use.
+type Outcome = logcheck.Outcome
 
 const (
 	// Acked means the producer reported success: the record must be in
 	// the log exactly once, in produce order.
-	Acked Outcome = iota
+	Acked = logcheck.Acked
 	// MaybeWritten means the producer reported a failure whose fate is
 	// unknown (for example longhaul's DeliveryError.FateUnknown): the
 	// record may be absent or present once, in order.
-	MaybeWritten
+	MaybeWritten = logcheck.FateUnknown
 	// NotWritten means the producer reported a failure and that the record
 	// was never written: it must be absent.
-	NotWritten
+	NotWritten = logcheck.NotWritten
 )
 
 // Sent is one produced record of a partition, in produce order: its value
 // (unique within the partition) and what the producer reported.
-type Sent struct {
-	Value   []byte
-	Outcome Outcome
-}
+type Sent = logcheck.Sent
 
 // DeliveryReport counts what [CheckDelivered] found over all partitions.
 type DeliveryReport struct {
@@ -47,70 +46,25 @@ type DeliveryReport struct {
 // every Acked record is present exactly once, every MaybeWritten record at
 // most once, no NotWritten or unknown record is present, and the log order
 // is the produce order. Otherwise it returns an error describing the first
-// duplicate, loss, reorder or stray record. Values must be unique within a
-// partition of sent; a repeated value is reported as an error.
+// duplicate, loss, reorder or stray record and how many violations there
+// were. Values must be unique within a partition of sent; a repeated value
+// is reported as an error. The rules are package logcheck's.
 func CheckDelivered(sent map[int32][]Sent, got map[int32][]*kgo.Record) (DeliveryReport, error) {
-	var rep DeliveryReport
-	parts := make([]int32, 0, len(sent)+len(got))
-	for p := range sent {
-		parts = append(parts, p)
+	r := logcheck.Partitions(sent, entries(got))
+	return DeliveryReport{Acked: r.Acked, MaybePresent: r.MaybePresent, MaybeAbsent: r.MaybeAbsent, NotWritten: r.NotWritten}, r.Err()
+}
+
+// entries converts consumed records to logcheck's log entries.
+func entries(got map[int32][]*kgo.Record) map[int32][]logcheck.Entry {
+	out := make(map[int32][]logcheck.Entry, len(got))
+	for p, recs := range got {
+		es := make([]logcheck.Entry, len(recs))
+		for i, r := range recs {
+			es[i] = logcheck.Entry{Value: r.Value, Offset: r.Offset}
+		}
+		out[p] = es
 	}
-	for p := range got {
-		if _, ok := sent[p]; !ok {
-			parts = append(parts, p)
-		}
-	}
-	slices.Sort(parts)
-	for _, p := range parts {
-		s, g := sent[p], got[p]
-		pos := make(map[string]int, len(s))
-		for i, r := range s {
-			if _, dup := pos[string(r.Value)]; dup {
-				return rep, fmt.Errorf("partition %d: value %q produced twice: values must be unique", p, r.Value)
-			}
-			pos[string(r.Value)] = i
-		}
-		found := make([]bool, len(s))
-		next := 0 // every sent record before next is settled
-		for _, r := range g {
-			j, ok := pos[string(r.Value)]
-			switch {
-			case !ok:
-				return rep, fmt.Errorf("partition %d: offset %d holds %q, never produced: stray", p, r.Offset, r.Value)
-			case found[j]:
-				return rep, fmt.Errorf("partition %d: %q again at offset %d: duplicate", p, r.Value, r.Offset)
-			case j < next:
-				return rep, fmt.Errorf("partition %d: %q (produced #%d) at offset %d after a later record: reordered", p, r.Value, j, r.Offset)
-			case s[j].Outcome == NotWritten:
-				return rep, fmt.Errorf("partition %d: %q at offset %d was reported as not written", p, r.Value, r.Offset)
-			}
-			for k := next; k < j; k++ {
-				if s[k].Outcome == Acked {
-					return rep, fmt.Errorf("partition %d: acknowledged %q (produced #%d) missing before %q at offset %d: lost or reordered", p, s[k].Value, k, r.Value, r.Offset)
-				}
-			}
-			found[j] = true
-			next = j + 1
-		}
-		for k := next; k < len(s); k++ {
-			if s[k].Outcome == Acked {
-				return rep, fmt.Errorf("partition %d: acknowledged %q (produced #%d) missing: lost (log holds %d records)", p, s[k].Value, k, len(g))
-			}
-		}
-		for k, r := range s {
-			switch {
-			case r.Outcome == Acked:
-				rep.Acked++
-			case r.Outcome == NotWritten:
-				rep.NotWritten++
-			case found[k]:
-				rep.MaybePresent++
-			default:
-				rep.MaybeAbsent++
-			}
-		}
-	}
-	return rep, nil
+	return out
 }
 
 // EndOffsets returns each partition's log end offset (ListOffsets latest,

@@ -1,69 +1,45 @@
 package kafkatest
 
 import (
-	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-func sent(spec ...string) []Sent {
-	// "a" acked, "a?" maybe written, "a!" not written.
-	out := make([]Sent, len(spec))
-	for i, s := range spec {
-		switch {
-		case strings.HasSuffix(s, "?"):
-			out[i] = Sent{Value: []byte(s[:len(s)-1]), Outcome: MaybeWritten}
-		case strings.HasSuffix(s, "!"):
-			out[i] = Sent{Value: []byte(s[:len(s)-1]), Outcome: NotWritten}
-		default:
-			out[i] = Sent{Value: []byte(s), Outcome: Acked}
-		}
-	}
-	return out
+// The rules of CheckDelivered and CheckExactlyOnceInOrder, and their
+// negative controls, are package logcheck's (internal/logcheck's
+// TestStream). These tests show the two wrappers hand the consumed
+// records and the outcomes to it, per partition, and pass its verdict on.
+
+// TestCheckDelivered shows a legal log's counts come back, and a broken
+// one's violation names its partition.
+func TestCheckDelivered(t *testing.T) {
+	sent := map[int32][]Sent{2: {
+		{Value: []byte("a"), Outcome: Acked},
+		{Value: []byte("b"), Outcome: MaybeWritten},
+		{Value: []byte("c"), Outcome: MaybeWritten},
+		{Value: []byte("d"), Outcome: NotWritten},
+	}}
+	rep, err := CheckDelivered(sent, map[int32][]*kgo.Record{2: recs(2, "a", "c")})
+	require.NoError(t, err)
+	assert.Equal(t, DeliveryReport{Acked: 1, MaybePresent: 1, MaybeAbsent: 1, NotWritten: 1}, rep)
+
+	_, err = CheckDelivered(sent, map[int32][]*kgo.Record{2: recs(2, "a", "a")})
+	require.ErrorContains(t, err, "partition 2: ")
+	require.ErrorContains(t, err, "duplicate")
+	_, err = CheckDelivered(sent, map[int32][]*kgo.Record{2: recs(2, "a", "d")})
+	require.ErrorContains(t, err, "not written")
+	_, err = CheckDelivered(sent, map[int32][]*kgo.Record{2: recs(2, "a"), 1: recs(1, "x")})
+	require.ErrorContains(t, err, "stray")
 }
 
-// TestCheckDelivered is the negative control of the checker the longhaul
-// interop tests rely on: every broken log (what a non-idempotent or buggy
-// producer would leave) must be reported, and every legal one accepted.
-func TestCheckDelivered(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		sent    []Sent
-		log     []string
-		wantErr string // "" = must pass
-		want    DeliveryReport
-	}{
-		{name: "exact", sent: sent("a", "b", "c"), log: []string{"a", "b", "c"}, want: DeliveryReport{Acked: 3}},
-		{name: "maybe present", sent: sent("a", "b?", "c"), log: []string{"a", "b", "c"}, want: DeliveryReport{Acked: 2, MaybePresent: 1}},
-		{name: "maybe absent", sent: sent("a", "b?", "c?"), log: []string{"a"}, want: DeliveryReport{Acked: 1, MaybeAbsent: 2}},
-		{name: "not written absent", sent: sent("a", "b!", "c"), log: []string{"a", "c"}, want: DeliveryReport{Acked: 2, NotWritten: 1}},
-		{name: "duplicate", sent: sent("a", "b", "c"), log: []string{"a", "b", "b", "c"}, wantErr: "duplicate"},
-		{name: "maybe duplicated", sent: sent("a", "b?"), log: []string{"a", "b", "b"}, wantErr: "duplicate"},
-		{name: "retry appended later", sent: sent("a", "b", "c"), log: []string{"a", "b", "c", "a"}, wantErr: "duplicate"},
-		{name: "lost middle", sent: sent("a", "b", "c"), log: []string{"a", "c"}, wantErr: "lost"},
-		{name: "lost tail", sent: sent("a", "b", "c"), log: []string{"a", "b"}, wantErr: "lost"},
-		{name: "reordered", sent: sent("a", "b", "c"), log: []string{"a", "c", "b"}, wantErr: "missing"},
-		{name: "maybe reordered", sent: sent("a", "b?", "c"), log: []string{"a", "c", "b"}, wantErr: "reordered"},
-		{name: "not written present", sent: sent("a", "b!"), log: []string{"a", "b"}, wantErr: "not written"},
-		{name: "stray", sent: sent("a"), log: []string{"a", "z"}, wantErr: "stray"},
-		{name: "non-unique values", sent: sent("a", "a"), log: []string{"a"}, wantErr: "unique"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			rep, err := CheckDelivered(map[int32][]Sent{2: tc.sent}, map[int32][]*kgo.Record{2: recs(2, tc.log...)})
-			if tc.wantErr == "" {
-				if err != nil || rep != tc.want {
-					t.Fatalf("got %+v, %v; want %+v, nil", rep, err, tc.want)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("got %v, want an error containing %q", err, tc.wantErr)
-			}
-		})
-	}
-	// A record in a partition nothing was produced to is stray too.
-	if _, err := CheckDelivered(map[int32][]Sent{0: sent("a")}, map[int32][]*kgo.Record{0: recs(0, "a"), 1: recs(1, "x")}); err == nil || !strings.Contains(err.Error(), "stray") {
-		t.Fatalf("record in an unexpected partition: %v", err)
-	}
+// TestCheckExactlyOnceInOrder shows every wanted value is acknowledged: a
+// missing one is lost, a reordered one is named.
+func TestCheckExactlyOnceInOrder(t *testing.T) {
+	want := map[int32][][]byte{0: bs("0", "2", "4"), 1: bs("1", "3")}
+	require.NoError(t, CheckExactlyOnceInOrder(want, map[int32][]*kgo.Record{0: recs(0, "0", "2", "4"), 1: recs(1, "1", "3")}))
+	require.ErrorContains(t, CheckExactlyOnceInOrder(want, map[int32][]*kgo.Record{0: recs(0, "0", "2", "4")}), "partition 1: ")
+	require.ErrorContains(t, CheckExactlyOnceInOrder(want, map[int32][]*kgo.Record{0: recs(0, "0", "4", "2"), 1: recs(1, "1", "3")}), "reordered")
 }

@@ -19,7 +19,8 @@
 //     [CheckExactlyOnceInOrder] (every record acknowledged) and
 //     [CheckDelivered] (with per-record [Outcome]s, so records a producer
 //     reported as failed with unknown fate may be absent or present once)
-//     read a topic back with an independent kgo consumer and compare.
+//     read a topic back with an independent kgo consumer and compare (by
+//     package logcheck's rules).
 //   - [Dial] and [Conn] speak raw Kafka at an exact version, for probes that
 //     a client library would negotiate away (ApiVersions, Produce v14).
 //   - [EnsureJars] is what Start and scripts/install-kafka-deps.sh use to

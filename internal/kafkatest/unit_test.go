@@ -147,36 +147,6 @@ func bs(vals ...string) [][]byte {
 	return out
 }
 
-// TestCheckExactlyOnceInOrder is the checker's negative control: each
-// broken log must be caught and named.
-func TestCheckExactlyOnceInOrder(t *testing.T) {
-	want := map[int32][][]byte{0: bs("0", "2", "4"), 1: bs("1", "3")}
-	for _, tc := range []struct {
-		name string
-		got  map[int32][]*kgo.Record
-		err  string // substring; "" means pass
-	}{
-		{"exact", map[int32][]*kgo.Record{0: recs(0, "0", "2", "4"), 1: recs(1, "1", "3")}, ""},
-		{"duplicate", map[int32][]*kgo.Record{0: recs(0, "0", "2", "2", "4"), 1: recs(1, "1", "3")}, "duplicate"},
-		{"reorder", map[int32][]*kgo.Record{0: recs(0, "0", "4", "2"), 1: recs(1, "1", "3")}, "reordered"},
-		{"lost middle", map[int32][]*kgo.Record{0: recs(0, "0", "4"), 1: recs(1, "1", "3")}, "lost"},
-		{"lost tail", map[int32][]*kgo.Record{0: recs(0, "0", "2"), 1: recs(1, "1", "3")}, "lost"},
-		{"lost partition", map[int32][]*kgo.Record{0: recs(0, "0", "2", "4")}, "partition 1"},
-		{"stray", map[int32][]*kgo.Record{0: recs(0, "0", "2", "4", "9"), 1: recs(1, "1", "3")}, "stray"},
-		{"stray partition", map[int32][]*kgo.Record{0: recs(0, "0", "2", "4"), 1: recs(1, "1", "3"), 2: recs(2, "x")}, "partition 2"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := CheckExactlyOnceInOrder(want, tc.got)
-			switch {
-			case tc.err == "" && err != nil:
-				t.Fatalf("unexpected error %v", err)
-			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
-				t.Fatalf("error %v, want one mentioning %q", err, tc.err)
-			}
-		})
-	}
-}
-
 const perfOutput = `49981 records sent, 9996.2 records/sec (0.95 MB/sec), 7.2 ms avg latency, 410.0 ms max latency.
 100000 records sent, 19920.318725 records/sec (1.90 MB/sec), 5.43 ms avg latency, 410.00 ms max latency, 3 ms 50th, 12 ms 95th, 40 ms 99th, 402 ms 99.9th.
 `

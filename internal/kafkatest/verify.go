@@ -1,15 +1,14 @@
 package kafkatest
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/longhaul-kafka/longhaul/internal/logcheck"
 )
 
 // Consume reads topic from the earliest offset of every partition with an
@@ -62,41 +61,11 @@ func (c *Cluster) Consume(t testing.TB, topic string, n int, timeout time.Durati
 // returns an error describing the first loss, duplicate, reorder or
 // stray record, or nil when each partition holds exactly want's values in
 // want's order. Use it when every produced record was acknowledged; values
-// must be unique within a partition for the diagnosis to be precise.
+// must be unique within a partition. The rules are package logcheck's.
 func CheckExactlyOnceInOrder(want map[int32][][]byte, got map[int32][]*kgo.Record) error {
-	parts := make([]int32, 0, len(want)+len(got))
-	for p := range want {
-		parts = append(parts, p)
+	sent := make(map[int32][]Sent, len(want))
+	for p, vs := range want {
+		sent[p] = logcheck.AllAcked(vs...)
 	}
-	for p := range got {
-		if _, ok := want[p]; !ok {
-			parts = append(parts, p)
-		}
-	}
-	slices.Sort(parts)
-	for _, p := range parts {
-		w, g := want[p], got[p]
-		seen := make(map[string]int, len(g))
-		for i, r := range g {
-			if j, dup := seen[string(r.Value)]; dup {
-				return fmt.Errorf("partition %d: value %q at offsets %d and %d: duplicate", p, r.Value, g[j].Offset, r.Offset)
-			}
-			seen[string(r.Value)] = i
-		}
-		for i := range min(len(w), len(g)) {
-			if !bytes.Equal(w[i], g[i].Value) {
-				if _, later := seen[string(w[i])]; later {
-					return fmt.Errorf("partition %d: position %d (offset %d) holds %q, want %q which is elsewhere: reordered", p, i, g[i].Offset, g[i].Value, w[i])
-				}
-				return fmt.Errorf("partition %d: position %d (offset %d) holds %q, want %q which is missing: lost", p, i, g[i].Offset, g[i].Value, w[i])
-			}
-		}
-		switch {
-		case len(g) < len(w):
-			return fmt.Errorf("partition %d: log holds %d records, %d acknowledged: lost from %q on", p, len(g), len(w), w[len(g)])
-		case len(g) > len(w):
-			return fmt.Errorf("partition %d: log holds %d records, %d acknowledged: stray %q at offset %d", p, len(g), len(w), g[len(w)].Value, g[len(w)].Offset)
-		}
-	}
-	return nil
+	return logcheck.Partitions(sent, entries(got)).Err()
 }

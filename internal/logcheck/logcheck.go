@@ -51,9 +51,11 @@ const (
 type Sent struct {
 	Value   []byte  // the record's identity, unique within its stream
 	Outcome Outcome // what the producer reported
-	// Offset is the offset an Acked record's callback reported, checked
-	// against the log; -1 (or any negative) when not reported.
-	Offset int64
+	// Offset is the offset an Acked record's callback reported; it is
+	// checked against the log when HasOffset is set (the zero Sent
+	// reports none).
+	Offset    int64
+	HasOffset bool
 }
 
 // Entry is one record read back from the log, in offset order.
@@ -192,7 +194,7 @@ func Stream(sent []Sent, log []Entry) Result {
 		latest = max(latest, j)
 		switch s.Outcome {
 		case Acked:
-			if s.Offset >= 0 && s.Offset != e.Offset {
+			if s.HasOffset && s.Offset != e.Offset {
 				bad(OffsetMismatch, "%q (produced #%d): callback said offset %d, log has %d", e.Value, j, s.Offset, e.Offset)
 			}
 		case NotWritten:
@@ -245,7 +247,7 @@ func Partitions(sent map[int32][]Sent, logs map[int32][]Entry) Result {
 func AllAcked(values ...[]byte) []Sent {
 	out := make([]Sent, len(values))
 	for i, v := range values {
-		out[i] = Sent{Value: v, Outcome: Acked, Offset: -1}
+		out[i] = Sent{Value: v, Outcome: Acked}
 	}
 	return out
 }

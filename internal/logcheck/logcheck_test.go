@@ -16,7 +16,7 @@ import (
 func spec(elems ...string) []Sent {
 	out := make([]Sent, len(elems))
 	for i, s := range elems {
-		out[i] = Sent{Outcome: Acked, Offset: -1}
+		out[i] = Sent{Outcome: Acked}
 		switch {
 		case strings.HasSuffix(s, "?"):
 			s, out[i].Outcome = s[:len(s)-1], FateUnknown
@@ -30,7 +30,7 @@ func spec(elems ...string) []Sent {
 			if err != nil {
 				panic(err)
 			}
-			s = s[:at]
+			s, out[i].HasOffset = s[:at], true
 		}
 		out[i].Value = []byte(s)
 	}
@@ -124,7 +124,7 @@ func TestResultErr(t *testing.T) {
 	assert.Contains(t, r.Err().Error(), "reordered (and 1 more violations)")
 	assert.True(t, Stream(spec("a"), logOf("a")).OK())
 	assert.False(t, r.OK())
-	assert.Equal(t, []Sent{{Value: []byte("a"), Outcome: Acked, Offset: -1}}, AllAcked([]byte("a")))
+	assert.Equal(t, []Sent{{Value: []byte("a"), Outcome: Acked}}, AllAcked([]byte("a")))
 }
 
 // TestRandomized draws random streams and legal logs for them (every Acked
@@ -140,10 +140,10 @@ func TestRandomized(t *testing.T) {
 		sent := make([]Sent, n)
 		var log []Entry
 		for i := range sent {
-			sent[i] = Sent{Value: fmt.Appendf(nil, "v%d", i), Outcome: outcomes[rng.IntN(len(outcomes))], Offset: -1}
+			sent[i] = Sent{Value: fmt.Appendf(nil, "v%d", i), Outcome: outcomes[rng.IntN(len(outcomes))]}
 			if sent[i].Outcome == Acked || sent[i].Outcome == FateUnknown && rng.IntN(2) == 0 {
 				if sent[i].Outcome == Acked && rng.IntN(2) == 0 {
-					sent[i].Offset = int64(len(log))
+					sent[i].Offset, sent[i].HasOffset = int64(len(log)), true
 				}
 				log = append(log, Entry{Value: sent[i].Value, Offset: int64(len(log))})
 			}
