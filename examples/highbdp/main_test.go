@@ -5,7 +5,6 @@ import (
 	"context"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -91,36 +90,18 @@ func TestSmallWorkloadShowsWindowGain(t *testing.T) {
 	}
 }
 
-// cancelOnWrite cancels a context at the first write that contains want:
-// the test interrupts the run once it is known to be producing.
-type cancelOnWrite struct {
-	mu     sync.Mutex
-	buf    bytes.Buffer
-	want   string
-	cancel context.CancelFunc
-}
-
-func (w *cancelOnWrite) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if strings.Contains(string(p), w.want) {
-		w.cancel()
-	}
-	return w.buf.Write(p)
-}
-
 func TestInterruptReportsUndelivered(t *testing.T) {
 	defer func(g time.Duration) { interruptGrace = g }(interruptGrace)
 	interruptGrace = 100 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	errw := &cancelOnWrite{want: "records acked", cancel: cancel}
+	errw := clitest.NewCancelOnWrite("records acked", cancel)
 	var out bytes.Buffer
 	// At 5 batches per 50ms this takes ~10 s; the first progress line
 	// cancels it.
 	code := run(ctx, []string{"--records", "15000", "--progress", "20ms"}, &out, errw)
 	if code != cli.ExitInterrupted {
-		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, cli.ExitInterrupted, out.String(), errw.buf.String())
+		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, cli.ExitInterrupted, out.String(), errw.String())
 	}
 	if !strings.Contains(out.String(), "interrupted: highbdp-w5: ") || !strings.Contains(out.String(), "produced records acknowledged") {
 		t.Errorf("no report of what was delivered:\n%s", out.String())

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -170,35 +169,12 @@ func TestProducerConfigFileAndExternalCluster(t *testing.T) {
 	}
 }
 
-// cancelOnWrite cancels a context at the first write that contains want.
-type cancelOnWrite struct {
-	mu     sync.Mutex
-	buf    bytes.Buffer
-	want   string
-	cancel context.CancelFunc
-}
-
-func (w *cancelOnWrite) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if strings.Contains(string(p), w.want) {
-		w.cancel()
-	}
-	return w.buf.Write(p)
-}
-
-func (w *cancelOnWrite) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
-
 func TestInterruptPrintsSummaryAndUndelivered(t *testing.T) {
 	defer func(g time.Duration) { interruptGrace = g }(interruptGrace)
 	interruptGrace = time.Second
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &cancelOnWrite{want: "records sent", cancel: cancel}
+	out := clitest.NewCancelOnWrite("records sent", cancel)
 	var errb bytes.Buffer
 	args := []string{"--num-records", "1000000", "--throughput", "2000", "--reporting-interval", "20"}
 	if code := run(ctx, args, out, &errb); code != cli.ExitInterrupted {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/longhaul-kafka/longhaul/internal/cli"
@@ -43,4 +44,38 @@ func HelpDocuments(t *testing.T, run Run, flags []string) {
 			t.Errorf("-h does not document %s", f)
 		}
 	}
+}
+
+// CancelOnWrite is an io.Writer that keeps what is written and cancels a
+// context at the first write containing a given text: a test interrupts a
+// program's run once its output shows it is under way. It is safe for
+// concurrent use.
+type CancelOnWrite struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	want   string
+	cancel context.CancelFunc
+}
+
+// NewCancelOnWrite returns a writer that calls cancel at the first write
+// containing want.
+func NewCancelOnWrite(want string, cancel context.CancelFunc) *CancelOnWrite {
+	return &CancelOnWrite{want: want, cancel: cancel}
+}
+
+// Write keeps p and cancels the context if p contains the wanted text.
+func (w *CancelOnWrite) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if strings.Contains(string(p), w.want) {
+		w.cancel()
+	}
+	return w.buf.Write(p)
+}
+
+// String returns everything written so far.
+func (w *CancelOnWrite) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }
