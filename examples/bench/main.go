@@ -46,6 +46,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/longhaul-kafka/longhaul/internal/cli"
 )
 
 func main() {
@@ -101,12 +103,8 @@ type result struct {
 // exit status: 0, 1 when a case failed, 2 for bad flags.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parseFlags(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "bench: %v\nRun with -h for the flags.\n", err)
-		return 2
+	if status, done := cli.FlagsDone("bench", err, stderr); done {
+		return status
 	}
 	dir, err := os.MkdirTemp("", "longhaul-bench-")
 	if err != nil {

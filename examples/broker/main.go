@@ -36,12 +36,8 @@ func main() { cli.Main(run) }
 // start, 2 for bad flags.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg, err := parseFlags(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "broker: %v\nRun with -h for the flags.\n", err)
-		return 2
+	if status, done := cli.FlagsDone("broker", err, stderr); done {
+		return status
 	}
 	c, err := broker.Start(cfg)
 	if err != nil {

@@ -27,9 +27,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"os"
 
@@ -42,12 +39,8 @@ func main() { cli.Main(run) }
 // goes to stdout; progress lines and notes go to stderr.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parseFlags(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return cli.ExitOK
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "highbdp: %v\nRun with -h for the flags.\n", err)
-		return cli.ExitUsage
+	if status, done := cli.FlagsDone("highbdp", err, stderr); done {
+		return status
 	}
 	d := &demo{o: o, stdout: stdout, stderr: stderr, tty: isTerminal(stderr)}
 	return d.run(ctx)

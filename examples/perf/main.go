@@ -31,9 +31,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
 
 	"github.com/longhaul-kafka/longhaul/internal/cli"
@@ -44,12 +41,8 @@ func main() { cli.Main(run) }
 // run parses args, runs the test and returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parseFlags(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return cli.ExitOK
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "perf: %v\nRun with -h for the flags.\n", err)
-		return cli.ExitUsage
+	if status, done := cli.FlagsDone("perf", err, stderr); done {
+		return status
 	}
 	t := &perfTest{o: o, stdout: stdout, stderr: stderr}
 	return t.run(ctx)

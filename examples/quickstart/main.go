@@ -83,12 +83,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parseFlags(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return cli.ExitOK
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "quickstart: %v\nRun with -h for the flags.\n", err)
-		return cli.ExitUsage
+	if status, done := cli.FlagsDone("quickstart", err, stderr); done {
+		return status
 	}
 	bootstrap, stopBroker, err := connectTo(ctx, o, stdout)
 	if err != nil {

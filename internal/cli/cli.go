@@ -5,6 +5,9 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"flag"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -29,4 +32,19 @@ func Main(run func(ctx context.Context, args []string, stdout, stderr io.Writer)
 		stop() // restore default handling: the next Ctrl-C ends the process
 	}()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// FlagsDone tells run what to do after parsing its flags: with err nil it
+// returns false (carry on); with flag.ErrHelp (-h, the usage already
+// printed) it returns ExitOK and true; with any other error it writes
+// "prog: err" and a hint to stderr and returns ExitUsage and true.
+func FlagsDone(prog string, err error, stderr io.Writer) (status int, done bool) {
+	switch {
+	case err == nil:
+		return 0, false
+	case errors.Is(err, flag.ErrHelp):
+		return ExitOK, true
+	}
+	fmt.Fprintf(stderr, "%s: %v\nRun with -h for the flags.\n", prog, err)
+	return ExitUsage, true
 }
