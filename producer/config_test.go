@@ -87,6 +87,9 @@ func TestInvalidConfigNamesProperty(t *testing.T) {
 		if ce.Property != tc.prop || !strings.Contains(err.Error(), tc.range_) {
 			t.Errorf("%v: error %q should name %s and say %q", tc.props, err, tc.prop, tc.range_)
 		}
+		if !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%v: %v does not unwrap to ErrInvalidConfig", tc.props, err)
+		}
 	}
 }
 

@@ -68,8 +68,15 @@ var ErrInFlight = errors.New("producer: still in flight when the context ended")
 // would be waiting, so the call could never return.
 var ErrInCallback = errors.New("producer: called from a record callback, where it would deadlock")
 
+// ErrInvalidConfig is wrapped by every [*ConfigError], so
+// errors.Is(err, ErrInvalidConfig) tells a configuration mistake from other
+// errors of [New] and [NewFromProperties], as inflight.ErrInvalidConfig
+// does for the limiter's.
+var ErrInvalidConfig = errors.New("producer: invalid config")
+
 // ConfigError is returned by [New] and [NewFromProperties] for an unknown
-// property or an invalid value. It names the property and the allowed range.
+// property or an invalid value. It names the property and the allowed range,
+// and unwraps to [ErrInvalidConfig].
 type ConfigError struct {
 	Property string // Kafka property name, e.g. "batch.size"
 	Value    string // the value given, as text
@@ -83,6 +90,9 @@ func (e *ConfigError) Error() string {
 	}
 	return fmt.Sprintf("producer: invalid %s=%q: %s", e.Property, e.Value, e.Reason)
 }
+
+// Unwrap returns [ErrInvalidConfig].
+func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
 
 // DeliveryError is the error of records that failed after they were
 // accepted: it says where they were going and why they failed.
