@@ -1,13 +1,7 @@
 package kafkatest
 
 import (
-	"context"
-	"fmt"
-	"testing"
-
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/longhaul-kafka/longhaul/internal/logcheck"
 )
@@ -67,42 +61,16 @@ func entries(got map[int32][]*kgo.Record) map[int32][]logcheck.Entry {
 	return out
 }
 
-// EndOffsets returns each partition's log end offset (ListOffsets latest,
-// asked of the partition's leader over the DIRECT listener). For a topic
-// written only by non-transactional producers it is the number of records
-// in the partition, duplicates included, which is what lets a checker read
-// everything with [Cluster.Consume] instead of stopping at the expected
-// count. It fails the test on error.
-func (c *Cluster) EndOffsets(t testing.TB, topic string, partitions int32) map[int32]int64 {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
-	defer cancel()
-	out := make(map[int32]int64, partitions)
-	for p := range partitions {
-		leader := c.Partition(t, topic, p).Leader
-		if leader < 0 || int(leader) >= len(c.nodes) {
-			t.Fatalf("kafkatest: %s/%d has no leader (%d)", topic, p, leader)
-		}
-		req := kmsg.NewPtrListOffsetsRequest()
-		req.ReplicaID = -1
-		rt := kmsg.NewListOffsetsRequestTopic()
-		rt.Topic = topic
-		rp := kmsg.NewListOffsetsRequestTopicPartition()
-		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p, -1, -1
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		resp, err := requestNode(ctx, c.nodes[leader].directAddr, req)
-		if err != nil {
-			t.Fatalf("kafkatest: ListOffsets %s/%d: %v", topic, p, err)
-		}
-		for _, tr := range resp.(*kmsg.ListOffsetsResponse).Topics {
-			for _, pr := range tr.Partitions {
-				if pr.ErrorCode != 0 {
-					t.Fatalf("kafkatest: %v", &ResponseError{Op: "ListOffsets", Resource: fmt.Sprintf("%s/%d", topic, p), Err: kerr.ErrorForCode(pr.ErrorCode)})
-				}
-				out[pr.Partition] = pr.Offset
-			}
-		}
+// CheckExactlyOnceInOrder compares what a producer had acknowledged, the
+// values per partition in produce order, with what the log holds, and
+// returns an error describing the first loss, duplicate, reorder or
+// stray record, or nil when each partition holds exactly want's values in
+// want's order. Use it when every produced record was acknowledged; values
+// must be unique within a partition. The rules are package logcheck's.
+func CheckExactlyOnceInOrder(want map[int32][][]byte, got map[int32][]*kgo.Record) error {
+	sent := make(map[int32][]Sent, len(want))
+	for p, vs := range want {
+		sent[p] = logcheck.AllAcked(vs...)
 	}
-	return out
+	return logcheck.Partitions(sent, entries(got)).Err()
 }
