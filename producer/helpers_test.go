@@ -2,7 +2,6 @@ package producer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"sort"
@@ -217,22 +216,4 @@ func checkNoLeaks(t testing.TB, before int) {
 		buf = buf[:runtime.Stack(buf, true)]
 		t.Errorf("%d goroutines left (had %d):\n%s", n, before, buf)
 	}
-}
-
-
-// outcomeOf is what the log may hold of a record given its callbacks: a
-// record not called back exactly once is judged by the callback check
-// alone, so the log may hold it once.
-func outcomeOf(r recResult) logcheck.Outcome {
-	switch {
-	case r.calls != 1:
-		return logcheck.FateUnknown
-	case r.err == nil:
-		return logcheck.Acked
-	case errors.Is(r.err, ErrOrderLost):
-		return logcheck.OrderLost
-	case IsFateUnknown(r.err):
-		return logcheck.FateUnknown
-	}
-	return logcheck.NotWritten
 }
