@@ -30,7 +30,8 @@ type brokerSpec struct {
 // of examples/broker so that its CPU and allocations are not the client's.
 type runningBroker struct {
 	addr  string
-	pid   int // child pid, 0 when in-process
+	topic string // the case's topic
+	pid   int    // broker process pid, 0 when in-process
 	stop  func() error
 	inner *broker.Cluster // in-process only
 }
@@ -63,7 +64,22 @@ func newBrokerStarter(mode, dir string) (*brokerStarter, error) {
 	}
 }
 
+// target is where a case's broker comes from: the embedded broker
+// (brokerStarter) or Apache Kafka (kafkaTarget).
+type target interface {
+	start(spec brokerSpec) (*runningBroker, error)
+	inProcess() bool
+	describe() string
+}
+
 func (bs *brokerStarter) inProcess() bool { return bs.bin == "" }
+
+func (bs *brokerStarter) describe() string {
+	if bs.inProcess() {
+		return "embedded, in this process (CPU and allocations include the broker)"
+	}
+	return "embedded, child process (client CPU and allocations exclude the broker)"
+}
 
 func (bs *brokerStarter) start(spec brokerSpec) (*runningBroker, error) {
 	if bs.bin == "" {
@@ -75,7 +91,7 @@ func (bs *brokerStarter) start(spec brokerSpec) (*runningBroker, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &runningBroker{addr: c.Addr(), stop: c.Close, inner: c}, nil
+		return &runningBroker{addr: c.Addr(), topic: spec.topic, stop: c.Close, inner: c}, nil
 	}
 	cmd := exec.Command(bs.bin,
 		"--addr", "127.0.0.1:0",
@@ -124,7 +140,7 @@ func (bs *brokerStarter) start(spec brokerSpec) (*runningBroker, error) {
 				return <-done
 			}
 		}
-		return &runningBroker{addr: a, pid: cmd.Process.Pid, stop: stop}, nil
+		return &runningBroker{addr: a, topic: spec.topic, pid: cmd.Process.Pid, stop: stop}, nil
 	case <-time.After(30 * time.Second):
 		kill()
 		return nil, errors.New("broker child did not print its address within 30s")

@@ -15,6 +15,7 @@ import (
 type clientKind struct {
 	name   string // as printed and as given to --clients
 	kgo    bool
+	java   bool // Kafka's ProducerPerformance in a child JVM (--target kafka*)
 	window int  // topic window the broker announces (producer.state.batches.to.retain)
 	cap5   bool // longhaul with MaxWindow(5): what clients without KIP-1269 do
 }
@@ -26,6 +27,7 @@ var allClients = []clientKind{
 	{name: "lh-w50", window: 50},
 	{name: "lh-cap5", window: 50, cap5: true},
 	{name: "kgo", window: 50, kgo: true},
+	{name: "java", window: 50, java: true},
 }
 
 // kgoMaxInflight is what kgo allows per broker with idempotence: 5 produce
@@ -34,6 +36,10 @@ var allClients = []clientKind{
 // idempotent, so this is its best setting.
 const kgoMaxInflight = 5
 
+// javaMaxInflight is the Java producer's max.in.flight.requests.per.connection
+// limit with idempotence, the value the java client runs with.
+const javaMaxInflight = 5
+
 // perPartitionWindow is how many batches of one partition the client can
 // have in flight: the announced window, or 5 for clients without KIP-1269,
 // never more than the requests one connection may have in flight.
@@ -41,6 +47,8 @@ func (k clientKind) perPartitionWindow(maxInFlight int) int {
 	switch {
 	case k.kgo:
 		return kgoMaxInflight
+	case k.java:
+		return javaMaxInflight
 	case k.cap5:
 		return min(5, maxInFlight)
 	default:

@@ -6,11 +6,16 @@
 //   - longhaul capped to 5 batches in flight per partition with MaxWindow(5),
 //     which is what every client does without KIP-1269 (lh-cap5);
 //   - franz-go's kgo with idempotence and its best settings (kgo);
+//   - with --target kafka, also Kafka's own Java producer through its
+//     ProducerPerformance tool in a child JVM (java);
 //
-// over an emulated round trip, against longhaul's embedded broker. Every
-// case gets a fresh broker, by default in a child process (examples/broker,
-// built once) so that the client's CPU and allocations are measured apart
-// from the broker's. Each case produces 1 KiB records as fast as the client
+// over an emulated round trip, against longhaul's embedded broker (the
+// quick variant, default) or Apache Kafka (--target kafka: with the
+// KIP-1269 agent; --target kafka-stock: without). Every embedded case gets
+// a fresh broker, by default in a child process (examples/broker, built
+// once) so that the client's CPU and allocations are measured apart from
+// the broker's; every Kafka case gets a fresh topic on one Kafka node
+// started by internal/kafkatest (needs java, javac and mvn). Each case produces 1 KiB records as fast as the client
 // accepts them for a fixed time and measures only after a warm-up, so slow
 // cases cost no more time than fast ones.
 //
@@ -25,6 +30,10 @@
 // or a subset, for example
 //
 //	go run ./examples/bench --rtt 50ms --partitions 1 --batch 16384 --clients lh-w20,kgo
+//
+// On Apache Kafka, two alternating rounds of each case:
+//
+//	go run ./examples/bench --target kafka --rtt 0,50ms --batch 16384 --repeat 2 --warmup 2s --duration 5s
 //
 // go run ./examples/bench -h lists every flag. The table it prints, and
 // what each column means, is in README.md beside this file.
@@ -72,8 +81,16 @@ type options struct {
 	// have in flight (RTT > 0).
 	bufferFactor float64
 	brokerMode   string
-	cpuProfile   string
-	memProfile   string
+	// target is where cases run: embedded, kafka (with the KIP-1269
+	// agent) or kafka-stock.
+	target string
+	// repeat is how many rounds of each case run, alternating clients.
+	repeat int
+	// primeKafka is how long a throwaway kgo case runs on a fresh Kafka
+	// node before the measured cases.
+	primeKafka time.Duration
+	cpuProfile string
+	memProfile string
 	// memProfileRate is runtime.MemProfileRate when set; 1 records every
 	// allocation, which the default sampling misses for small objects.
 	memProfileRate int
@@ -85,6 +102,7 @@ type result struct {
 	partitions int
 	batch      int
 	client     clientKind
+	round      int // 1-based, of --repeat
 	seconds    float64
 	records    int64
 	failed     int64
@@ -92,9 +110,9 @@ type result struct {
 	mbps       float64 // payload (record value) MB/s, 1 MB = 1e6 bytes
 	recsPerSec float64
 	p50, p99   time.Duration
-	cpuPerGB   float64 // client process CPU seconds per GB of payload
+	cpuPerGB   float64 // client process CPU seconds per GB of payload, -1 if unknown
 	brokerPerG float64 // child broker CPU seconds per GB, -1 if in-process
-	allocsRec  float64
+	allocsRec  float64 // -1 if unknown (java)
 	boundMBps  float64 // +Inf when nothing but CPU bounds it
 	window     int     // batches in flight per partition the bound assumes
 }
@@ -112,10 +130,36 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	bs, err := newBrokerStarter(o.brokerMode, dir)
-	if err != nil {
-		fmt.Fprintf(stderr, "bench: %v\n", err)
-		return 1
+	var (
+		tg    target
+		kafka *kafkaTarget
+	)
+	if o.target == "embedded" {
+		bs, err := newBrokerStarter(o.brokerMode, dir)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return 1
+		}
+		tg = bs
+	} else {
+		kafka, err = startKafka(o.target == "kafka", stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return 1
+		}
+		defer kafka.close()
+		tg = kafka
+		// A fresh JVM is slow until its JIT has compiled the produce
+		// path: the first cases would be measured against a colder
+		// broker than the last. Run a throwaway case first.
+		po := o
+		po.warmup, po.duration = time.Second, o.primeKafka
+		if po.duration > 0 {
+			if _, err := runCase(ctx, tg, po, 0, 16, 16384, clientKind{name: "prime", window: 50, kgo: true}); err != nil {
+				fmt.Fprintf(stderr, "bench: priming Kafka: %v\n", err)
+				return 1
+			}
+		}
 	}
 	if o.memProfileRate > 0 {
 		runtime.MemProfileRate = o.memProfileRate
@@ -133,10 +177,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	where := "child process (client CPU and allocations exclude the broker)"
-	if bs.inProcess() {
-		where = "in this process (CPU and allocations include the broker)"
-	}
+	where := tg.describe()
 	fmt.Fprintf(stdout, "broker: %s; %d-byte records, linger %v, longhaul max.in.flight.requests.per.connection=%d, bandwidth %s, %v per case after warm-up\n\n",
 		where, o.recordSize, o.linger, o.maxInFlight, fmtBandwidth(o.bandwidth), o.duration)
 	printHeader(stdout)
@@ -145,27 +186,39 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, rtt := range o.rtts {
 		for _, parts := range o.partitions {
 			for _, batch := range o.batches {
-				for _, k := range o.clients {
-					if ctx.Err() != nil {
-						return 1
+				// Rounds alternate the clients (A B C A B C), so a
+				// change in machine load hits every client alike.
+				for round := 1; round <= o.repeat; round++ {
+					for _, k := range o.clients {
+						if ctx.Err() != nil {
+							return 1
+						}
+						var r result
+						var err error
+						if k.java {
+							r, err = runJavaCase(ctx, kafka, o, rtt, parts, batch, k)
+						} else {
+							r, err = runCase(ctx, tg, o, rtt, parts, batch, k)
+						}
+						r.round = round
+						if err != nil {
+							fmt.Fprintf(stderr, "bench: rtt %v, %d partitions, batch %d, %s, round %d: %v\n", rtt, parts, batch, k.name, round, err)
+							status = 1
+							continue
+						}
+						if r.records == 0 || r.failed > 0 {
+							status = 1
+						}
+						printRow(stdout, r, o.repeat > 1)
+						results = append(results, r)
 					}
-					r, err := runCase(ctx, bs, o, rtt, parts, batch, k)
-					if err != nil {
-						fmt.Fprintf(stderr, "bench: rtt %v, %d partitions, batch %d, %s: %v\n", rtt, parts, batch, k.name, err)
-						status = 1
-						continue
-					}
-					if r.records == 0 || r.failed > 0 {
-						status = 1
-					}
-					printRow(stdout, r)
-					results = append(results, r)
 				}
 			}
 		}
 	}
 	fmt.Fprintln(stdout)
 	printTargets(stdout, results)
+	printRatios(stdout, o, results)
 	if o.memProfile != "" {
 		if f, err := os.Create(o.memProfile); err == nil {
 			_ = pprof.Lookup("allocs").WriteTo(f, 0)
@@ -176,13 +229,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // runCase measures one client over one broker configuration.
-func runCase(ctx context.Context, bs *brokerStarter, o options, rtt time.Duration, parts, batch int, k clientKind) (result, error) {
+func runCase(ctx context.Context, tg target, o options, rtt time.Duration, parts, batch int, k clientKind) (result, error) {
 	res := result{rtt: rtt, partitions: parts, batch: batch, client: k}
 	w := k.perPartitionWindow(o.maxInFlight)
+	if o.target == "kafka-stock" {
+		w = min(w, 5) // stock Kafka keeps 5 batches per producer and partition
+	}
 	res.window = w
 	res.boundMBps = boundBytesPerSec(o.bandwidth, w, batch, rtt, parts) / 1e6
 
-	b, err := bs.start(brokerSpec{rtt: rtt, bandwidth: o.bandwidth, topic: "bench", partitions: parts, window: k.window})
+	b, err := tg.start(brokerSpec{rtt: rtt, bandwidth: o.bandwidth, topic: "bench", partitions: parts, window: k.window})
 	if err != nil {
 		return res, fmt.Errorf("broker: %w", err)
 	}
@@ -190,7 +246,7 @@ func runCase(ctx context.Context, bs *brokerStarter, o options, rtt time.Duratio
 
 	cfg := clientConfig{
 		addr:        b.addr,
-		topic:       "bench",
+		topic:       b.topic,
 		recordSize:  o.recordSize,
 		batchSize:   batch,
 		linger:      o.linger,
@@ -311,23 +367,33 @@ func printHeader(w io.Writer) {
 	fmt.Fprintln(w, "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 }
 
-func printRow(w io.Writer, r result) {
+func printRow(w io.Writer, r result, showRound bool) {
 	bound, ratio := "-", "-"
 	if !math.IsInf(r.boundMBps, 1) {
 		bound = fmt.Sprintf("%.1f", r.boundMBps)
 		ratio = fmt.Sprintf("%.0f%%", 100*r.mbps/r.boundMBps)
 	}
-	broker := "-"
+	broker, client, allocs := "-", "-", "-"
 	if r.brokerPerG >= 0 {
 		broker = fmt.Sprintf("%.2f", r.brokerPerG)
+	}
+	if r.cpuPerGB >= 0 {
+		client = fmt.Sprintf("%.2f", r.cpuPerGB)
+	}
+	if r.allocsRec >= 0 {
+		allocs = fmt.Sprintf("%.2f", r.allocsRec)
+	}
+	name := r.client.name
+	if showRound {
+		name += fmt.Sprintf(" #%d", r.round)
 	}
 	errs := strconv.FormatInt(r.failed, 10)
 	if r.firstErr != nil {
 		errs += " (" + r.firstErr.Error() + ")"
 	}
-	fmt.Fprintf(w, "| %v | %d | %s | %s | %.1f | %.0f | %s | %s | %.2f | %s | %.2f | %s | %s | %s |\n",
-		r.rtt, r.partitions, fmtBytes(r.batch), r.client.name, r.mbps, r.recsPerSec,
-		fmtDur(r.p50), fmtDur(r.p99), r.cpuPerGB, broker, r.allocsRec, bound, ratio, errs)
+	fmt.Fprintf(w, "| %v | %d | %s | %s | %.1f | %.0f | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		r.rtt, r.partitions, fmtBytes(r.batch), name, r.mbps, r.recsPerSec,
+		fmtDur(r.p50), fmtDur(r.p99), client, broker, allocs, bound, ratio, errs)
 }
 
 func fmtBytes(n int) string {
@@ -374,7 +440,7 @@ func printTargets(w io.Writer, rs []result) {
 	}
 	worst := -1.0
 	for _, r := range rs {
-		if !r.client.kgo && r.records > 0 {
+		if !r.client.kgo && !r.client.java && r.records > 0 {
 			worst = math.Max(worst, r.allocsRec)
 		}
 	}
@@ -395,7 +461,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	rtts := fs.String("rtt", "0,10ms,50ms,150ms", "comma-separated emulated round trips")
 	parts := fs.String("partitions", "1,16", "comma-separated partition counts")
 	batches := fs.String("batch", "16384,262144", "comma-separated batch.size values in bytes")
-	clients := fs.String("clients", "lh-w5,lh-w20,lh-w50,lh-cap5,kgo", "comma-separated clients: lh-w5, lh-w20, lh-w50 (longhaul, topic window 5/20/50), lh-cap5 (longhaul with MaxWindow(5)), kgo")
+	clients := fs.String("clients", "lh-w5,lh-w20,lh-w50,lh-cap5,kgo", "comma-separated clients: lh-w5, lh-w20, lh-w50 (longhaul, topic window 5/20/50), lh-cap5 (longhaul with MaxWindow(5)), kgo, java (Kafka's ProducerPerformance; --target kafka* only, and added to the default there)")
+	fs.StringVar(&o.target, "target", "embedded", "where cases run: embedded (longhaul's embedded broker, the quick variant), kafka (Apache Kafka from internal/kafkatest with the KIP-1269 agent) or kafka-stock (without the agent)")
+	fs.DurationVar(&o.primeKafka, "prime", 10*time.Second, "with -target kafka*: how long a throwaway kgo case (RTT 0, 16 partitions) warms the fresh broker JVM before the measured cases (0 = none)")
+	fs.IntVar(&o.repeat, "repeat", 1, "rounds of every case, clients alternating within each round")
 	fs.IntVar(&o.recordSize, "record", 1024, "record value size in `bytes`")
 	fs.DurationVar(&o.duration, "duration", 4*time.Second, "measured time per case, after the warm-up")
 	fs.DurationVar(&o.warmup, "warmup", 0, "warm-up per case before measuring (0 = max(1s, 6 x RTT))")
@@ -416,6 +485,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch o.target {
+	case "embedded":
+	case "kafka", "kafka-stock":
+		if !set["clients"] {
+			*clients += ",java"
+		}
+	default:
+		return o, fmt.Errorf("-target %q: want embedded, kafka or kafka-stock", o.target)
+	}
 	if *quick {
 		defaults := map[string]func(){
 			"rtt":        func() { *rtts = "0,10ms" },
@@ -481,6 +559,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-buffer-factor %v: must be > 0", o.bufferFactor)
 	case o.bandwidth < 0:
 		return o, fmt.Errorf("-bandwidth %d: must be >= 0", o.bandwidth)
+	case o.repeat < 1:
+		return o, fmt.Errorf("-repeat %d: must be >= 1", o.repeat)
+	case o.target != "embedded" && o.bandwidth > 0:
+		return o, fmt.Errorf("-bandwidth: not supported with -target %s (the harness proxy has no bandwidth cap)", o.target)
+	}
+	for _, k := range o.clients {
+		if k.java && o.target == "embedded" {
+			return o, errors.New("-clients java: needs -target kafka or kafka-stock (the embedded broker has no Java client runner)")
+		}
 	}
 	return o, nil
 }

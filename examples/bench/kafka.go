@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/longhaul-kafka/longhaul/internal/kafkatest"
+)
+
+// kafkaTarget runs every case against one Apache Kafka node started by
+// internal/kafkatest (the version it pins), stock or with the KIP-1269
+// agent: a fresh topic per case, created with the case's window
+// (producer.state.batches.to.retain, agent only) and deleted after it, and
+// the round trip emulated by the harness proxy in front of the node's
+// PROXIED listener, which is the only address clients are given.
+type kafkaTarget struct {
+	tb    *harnessTB
+	c     *kafkatest.Cluster
+	agent bool
+	seq   atomic.Int64
+}
+
+// startKafka starts the node. The harness needs java and mvn (javac for
+// the agent); without them it is an error here, not a skip.
+func startKafka(agent bool, log io.Writer) (*kafkaTarget, error) {
+	kt := &kafkaTarget{tb: newHarnessTB(log), agent: agent}
+	o := kafkatest.Options{HeapMB: 1024}
+	if agent {
+		o.Agent = kafkatest.AgentOnAll
+	}
+	err := kt.tb.do(func() { kt.c = kafkatest.Start(kt.tb, o) })
+	if err != nil {
+		kt.tb.cleanup()
+		return nil, fmt.Errorf("starting Kafka %s: %w", kafkatest.Version, err)
+	}
+	return kt, nil
+}
+
+func (kt *kafkaTarget) close() { kt.tb.cleanup() }
+
+func (kt *kafkaTarget) inProcess() bool { return false }
+
+func (kt *kafkaTarget) describe() string {
+	if kt.agent {
+		return fmt.Sprintf("Apache Kafka %s with the KIP-1269 agent, one node, JVM heap 1 GiB, RTT by the harness proxy, a fresh topic per case", kafkatest.Version)
+	}
+	return fmt.Sprintf("Apache Kafka %s (stock: no KIP-1269, every client holds 5 batches in flight per partition), one node, JVM heap 1 GiB, RTT by the harness proxy, a fresh topic per case", kafkatest.Version)
+}
+
+// start creates the case's topic and sets the proxy's delay; stop deletes
+// the topic.
+func (kt *kafkaTarget) start(spec brokerSpec) (*runningBroker, error) {
+	if spec.bandwidth > 0 {
+		return nil, errors.New("--bandwidth is not supported with --target kafka (the harness proxy has no bandwidth cap)")
+	}
+	topic := fmt.Sprintf("%s-%d", spec.topic, kt.seq.Add(1))
+	var cfg map[string]string
+	if kt.agent {
+		cfg = map[string]string{"producer.state.batches.to.retain": strconv.Itoa(spec.window)}
+	}
+	if err := kt.tb.do(func() { kt.c.CreateTopic(kt.tb, topic, int32(spec.partitions), 1, cfg) }); err != nil {
+		return nil, err
+	}
+	kt.c.SetDelay(spec.rtt / 2)
+	pid := kt.c.NodePID(0)
+	if pid == 0 {
+		return nil, errors.New("Kafka node is not running")
+	}
+	stop := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		return kt.c.DeleteTopic(ctx, topic)
+	}
+	return &runningBroker{addr: kt.c.ProxiedBootstrap(), pid: pid, topic: topic, stop: stop}, nil
+}
+
+// javaRecords is ProducerPerformance's --num-records: more than any case
+// sends; the process is killed when the case ends.
+const javaRecords = 1 << 40
+
+// runJavaCase measures Kafka's ProducerPerformance (the Java producer) as a
+// child JVM over the same workload: it produces unthrottled until killed;
+// acknowledged records are the growth of the topic's end offsets (high
+// watermark, acks=all) over the measured window, and its CPU is read from
+// /proc of its JVM. Latency and allocations are not observable from
+// outside and print as "-".
+func runJavaCase(ctx context.Context, kt *kafkaTarget, o options, rtt time.Duration, parts, batch int, k clientKind) (result, error) {
+	res := result{rtt: rtt, partitions: parts, batch: batch, client: k, allocsRec: -1}
+	w := k.perPartitionWindow(o.maxInFlight)
+	res.window = w
+	res.boundMBps = boundBytesPerSec(0, w, batch, rtt, parts) / 1e6
+	b, err := kt.start(brokerSpec{rtt: rtt, topic: "bench", partitions: parts, window: k.window})
+	if err != nil {
+		return res, fmt.Errorf("broker: %w", err)
+	}
+	defer b.stop()
+	perf := kafkatest.JavaPerf{
+		Topic:      b.topic,
+		NumRecords: javaRecords,
+		RecordSize: o.recordSize,
+		Bootstrap:  b.addr,
+		Props: map[string]string{
+			"batch.size":                            strconv.Itoa(batch),
+			"linger.ms":                             strconv.FormatInt(o.linger.Milliseconds(), 10),
+			"buffer.memory":                         strconv.FormatInt(bufferFor(rtt, parts, w, batch, o.bufferFactor), 10),
+			"max.in.flight.requests.per.connection": "5",
+			"compression.type":                      "none",
+		},
+	}
+	jp, err := kt.c.StartJavaPerf(perf.Args(kt.c)...)
+	if err != nil {
+		return res, err
+	}
+	defer jp.Stop()
+	acked := func() (int64, error) {
+		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return kt.c.SumEndOffsets(actx, b.topic, int32(parts))
+	}
+	// The JVM takes seconds to start: the warm-up begins with the first
+	// acknowledged record.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		if done, err := jp.Exited(); done {
+			return res, fmt.Errorf("ProducerPerformance exited early: %v\n%s", err, jp.Stop())
+		}
+		// A fresh topic's partitions can answer NOT_LEADER for a moment
+		// after its metadata shows leaders: retry until the deadline.
+		n, err := acked()
+		if err == nil && n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return res, fmt.Errorf("ProducerPerformance acknowledged nothing within 2 minutes (last error: %v)", err)
+		}
+		sleep(ctx, 100*time.Millisecond)
+	}
+	warm := o.warmup
+	if warm == 0 {
+		warm = max(time.Second, 6*rtt)
+	}
+	sleep(ctx, warm)
+	type javaSample struct {
+		at                   time.Time
+		acked                int64
+		clientCPU, brokerCPU time.Duration
+	}
+	take := func() (javaSample, error) {
+		s := javaSample{clientCPU: procCPU(jp.Pid()), brokerCPU: procCPU(b.pid)}
+		var err error
+		s.acked, err = acked()
+		s.at = time.Now()
+		return s, err
+	}
+	start, err := take()
+	if err != nil {
+		return res, err
+	}
+	sleep(ctx, o.duration)
+	end, err := take()
+	if err != nil {
+		return res, err
+	}
+	if done, err := jp.Exited(); done {
+		return res, fmt.Errorf("ProducerPerformance exited during the case: %v\n%s", err, jp.Stop())
+	}
+	res.seconds = end.at.Sub(start.at).Seconds()
+	res.records = end.acked - start.acked
+	payload := float64(res.records) * float64(o.recordSize)
+	res.mbps = payload / res.seconds / 1e6
+	res.recsPerSec = float64(res.records) / res.seconds
+	res.cpuPerGB, res.brokerPerG = -1, -1
+	if payload > 0 {
+		if start.clientCPU >= 0 && end.clientCPU >= 0 {
+			res.cpuPerGB = (end.clientCPU - start.clientCPU).Seconds() / (payload / 1e9)
+		}
+		if start.brokerCPU >= 0 && end.brokerCPU >= 0 {
+			res.brokerPerG = (end.brokerCPU - start.brokerCPU).Seconds() / (payload / 1e9)
+		}
+	}
+	return res, nil
+}
