@@ -94,6 +94,9 @@ type clientConfig struct {
 	linger      time.Duration
 	bufferBytes int64
 	maxInFlight int // longhaul max.in.flight.requests.per.connection
+	// rate, if > 0, is the offered load in records/s (open loop, --rate);
+	// 0 produces as fast as the client accepts.
+	rate float64
 }
 
 // produceLoop is what a client runs until stop: produce records as fast as
@@ -146,6 +149,10 @@ func (l *longhaulLoop) run(ctx context.Context, st *caseState) {
 		default:
 		}
 	}
+	var pace *pacer
+	if l.cfg.rate > 0 {
+		pace = newPacer(l.cfg.rate)
+	}
 	for !st.stopping.Load() { // cheaper than ctx.Err per record; runCase sets it before cancelling ctx
 		var r *producer.Record
 		select {
@@ -154,7 +161,7 @@ func (l *longhaulLoop) run(ctx context.Context, st *caseState) {
 			r = &producer.Record{Topic: l.cfg.topic, Value: l.value}
 		}
 		// Produce resets a reused record's partition and offset itself.
-		r.Timestamp = time.Now()
+		r.Timestamp = stamp(pace)
 		l.p.Produce(ctx, r, cb)
 	}
 }
@@ -168,6 +175,7 @@ func (l *longhaulLoop) close() {
 // kgoLoop drives a franz-go client with idempotence on (its default).
 type kgoLoop struct {
 	cl    *kgo.Client
+	rate  float64
 	value []byte
 	free  chan *kgo.Record
 }
@@ -190,7 +198,7 @@ func newKgo(cfg clientConfig) (*kgoLoop, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kgo: %w", err)
 	}
-	return &kgoLoop{cl: cl, value: make([]byte, cfg.recordSize), free: make(chan *kgo.Record, freeListCap(cfg))}, nil
+	return &kgoLoop{cl: cl, rate: cfg.rate, value: make([]byte, cfg.recordSize), free: make(chan *kgo.Record, freeListCap(cfg))}, nil
 }
 
 func (k *kgoLoop) run(ctx context.Context, st *caseState) {
@@ -201,6 +209,10 @@ func (k *kgoLoop) run(ctx context.Context, st *caseState) {
 		default:
 		}
 	}
+	var pace *pacer
+	if k.rate > 0 {
+		pace = newPacer(k.rate)
+	}
 	for !st.stopping.Load() { // cheaper than ctx.Err per record; runCase sets it before cancelling ctx
 		var r *kgo.Record
 		select {
@@ -208,7 +220,7 @@ func (k *kgoLoop) run(ctx context.Context, st *caseState) {
 		default:
 			r = new(kgo.Record)
 		}
-		*r = kgo.Record{Value: k.value, Timestamp: time.Now()}
+		*r = kgo.Record{Value: k.value, Timestamp: stamp(pace)}
 		k.cl.Produce(ctx, r, promise)
 	}
 }

@@ -89,6 +89,8 @@ type options struct {
 	// primeKafka is how long a throwaway kgo case runs on a fresh Kafka
 	// node before the measured cases.
 	primeKafka time.Duration
+	// rate, if > 0, is the offered load in records/s (open loop).
+	rate       float64
 	cpuProfile string
 	memProfile string
 	// memProfileRate is runtime.MemProfileRate when set; 1 records every
@@ -110,6 +112,7 @@ type result struct {
 	mbps       float64 // payload (record value) MB/s, 1 MB = 1e6 bytes
 	recsPerSec float64
 	p50, p99   time.Duration
+	p999       time.Duration
 	cpuPerGB   float64 // client process CPU seconds per GB of payload, -1 if unknown
 	brokerPerG float64 // child broker CPU seconds per GB, -1 if in-process
 	allocsRec  float64 // -1 if unknown (java)
@@ -153,7 +156,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// path: the first cases would be measured against a colder
 		// broker than the last. Run a throwaway case first.
 		po := o
-		po.warmup, po.duration = time.Second, o.primeKafka
+		po.warmup, po.duration, po.rate = time.Second, o.primeKafka, 0
 		if po.duration > 0 {
 			if _, err := runCase(ctx, tg, po, 0, 16, 16384, clientKind{name: "prime", window: 50, kgo: true}); err != nil {
 				fmt.Fprintf(stderr, "bench: priming Kafka: %v\n", err)
@@ -219,6 +222,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout)
 	printTargets(stdout, results)
 	printRatios(stdout, o, results)
+	printLatency(stdout, o, results)
 	if o.memProfile != "" {
 		if f, err := os.Create(o.memProfile); err == nil {
 			_ = pprof.Lookup("allocs").WriteTo(f, 0)
@@ -252,6 +256,7 @@ func runCase(ctx context.Context, tg target, o options, rtt time.Duration, parts
 		linger:      o.linger,
 		bufferBytes: bufferFor(rtt, parts, w, batch, o.bufferFactor),
 		maxInFlight: o.maxInFlight,
+		rate:        o.rate,
 	}
 	var loop produceLoop
 	if k.kgo {
@@ -296,6 +301,7 @@ func runCase(ctx context.Context, tg target, o options, rtt time.Duration, parts
 	res.recsPerSec = float64(res.records) / res.seconds
 	res.p50 = quantile(start.hist, end.hist, 0.50)
 	res.p99 = quantile(start.hist, end.hist, 0.99)
+	res.p999 = quantile(start.hist, end.hist, 0.999)
 	if payload > 0 {
 		res.cpuPerGB = (end.cpu - start.cpu).Seconds() / (payload / 1e9)
 		res.brokerPerG = -1
@@ -464,6 +470,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	clients := fs.String("clients", "lh-w5,lh-w20,lh-w50,lh-cap5,kgo", "comma-separated clients: lh-w5, lh-w20, lh-w50 (longhaul, topic window 5/20/50), lh-cap5 (longhaul with MaxWindow(5)), kgo, java (Kafka's ProducerPerformance; --target kafka* only, and added to the default there)")
 	fs.StringVar(&o.target, "target", "embedded", "where cases run: embedded (longhaul's embedded broker, the quick variant), kafka (Apache Kafka from internal/kafkatest with the KIP-1269 agent) or kafka-stock (without the agent)")
 	fs.DurationVar(&o.primeKafka, "prime", 10*time.Second, "with -target kafka*: how long a throwaway kgo case (RTT 0, 16 partitions) warms the fresh broker JVM before the measured cases (0 = none)")
+	fs.Float64Var(&o.rate, "rate", 0, "open loop: offer this many `records/s` (latency from the intended send time) instead of producing as fast as the client accepts; longhaul and kgo only")
 	fs.IntVar(&o.repeat, "repeat", 1, "rounds of every case, clients alternating within each round")
 	fs.IntVar(&o.recordSize, "record", 1024, "record value size in `bytes`")
 	fs.DurationVar(&o.duration, "duration", 4*time.Second, "measured time per case, after the warm-up")
@@ -559,6 +566,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-buffer-factor %v: must be > 0", o.bufferFactor)
 	case o.bandwidth < 0:
 		return o, fmt.Errorf("-bandwidth %d: must be >= 0", o.bandwidth)
+	case o.rate < 0:
+		return o, fmt.Errorf("-rate %v: must be >= 0", o.rate)
 	case o.repeat < 1:
 		return o, fmt.Errorf("-repeat %d: must be >= 1", o.repeat)
 	case o.target != "embedded" && o.bandwidth > 0:
@@ -567,6 +576,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	for _, k := range o.clients {
 		if k.java && o.target == "embedded" {
 			return o, errors.New("-clients java: needs -target kafka or kafka-stock (the embedded broker has no Java client runner)")
+		}
+		if k.java && o.rate > 0 {
+			return o, errors.New("-clients java with -rate: ProducerPerformance's latency is measured from send(), not from the intended send time; leave java out")
 		}
 	}
 	return o, nil
