@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -41,7 +42,26 @@ func (c *Cluster) NodePID(i int) int {
 // (latest, read_uncommitted: the high watermark). With acks=all on a fresh
 // topic that is the number of records acknowledged so far, whichever
 // client wrote them, so it measures clients that run in another process.
+//
+// A partition whose leader has not yet taken over (NOT_LEADER_OR_FOLLOWER
+// or LEADER_NOT_AVAILABLE, which a topic answers for a moment after its
+// metadata already names the leader) is asked again every 50 ms until ctx
+// ends; any other error is returned at once.
 func (c *Cluster) SumEndOffsets(ctx context.Context, topic string, partitions int32) (int64, error) {
+	for {
+		sum, err := c.sumEndOffsets(ctx, topic, partitions)
+		if err == nil || !(errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.LeaderNotAvailable)) {
+			return sum, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Cluster) sumEndOffsets(ctx context.Context, topic string, partitions int32) (int64, error) {
 	up := c.running()
 	if len(up) == 0 {
 		return 0, errors.New("kafkatest: no node running")

@@ -15,4 +15,5 @@ func TestSingleNode(t *testing.T) {
 	t.Run("LonghaulMillionExactlyOnce", func(t *testing.T) { testLonghaulMillionExactlyOnce(t, c) })
 	t.Run("LonghaulMillionThroughProxyWithCuts", func(t *testing.T) { testLonghaulMillionThroughProxyWithCuts(t, c) })
 	t.Run("PerfSideBySideSmoke", func(t *testing.T) { testPerfSideBySideSmoke(t, c) })
+	t.Run("BenchSupport", func(t *testing.T) { testBenchSupport(t, c) })
 }
