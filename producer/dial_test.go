@@ -18,9 +18,10 @@ import (
 
 // A bootstrap address that accepts connections and never answers gets its
 // own share of the dial budget, not all of it: the first metadata request
-// reaches the real broker after it, and the first record is acked within
-// one request.timeout.ms (with one shared budget the black holes used it
-// all, the request failed, and the record waited a backoff and a retry).
+// reaches the real broker after it, and the first record is acked sooner
+// than a failed request plus a backoff (with one shared budget the black
+// holes used it all, the request failed, and the record waited a backoff
+// and a retry).
 func TestSilentBootstrapAddressDoesNotUseWholeDialBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
@@ -56,7 +57,12 @@ func TestSilentBootstrapAddressDoesNotUseWholeDialBudget(t *testing.T) {
 		p := memProducer(t, c, n, BootstrapServers(holes[0], holes[1], c.Addr()), RetryBackoff(time.Second), RetryBackoffMax(time.Second))
 		start := time.Now()
 		require.NoError(t, p.ProduceSync(context.Background(), &Record{Topic: "t", Value: []byte("v")}).FirstErr())
-		require.Less(t, time.Since(start), time.Second, "acked within one request.timeout.ms")
+		// Each silent address costs its share of the budget, and the
+		// metadata and producer-id requests may each try both (about 1 s
+		// at worst); with one shared budget the first request failed
+		// after the whole second and the record waited a backoff of at
+		// least 0.9 s more.
+		require.Less(t, time.Since(start), 1500*time.Millisecond, "acked before a failed request plus a backoff")
 	})
 }
 
