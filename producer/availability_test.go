@@ -133,3 +133,29 @@ func TestIdleTopicNotPolledForever(t *testing.T) {
 		require.Empty(t, l.failures())
 	})
 }
+
+// TestConnectionClosedWhileIdleIsRedialedBeforeSending: a broker closes
+// idle connections (connections.max.idle.ms). The producer notices the
+// close before its next send and dials again, so the first batch after the
+// pause is not written to a dead connection and retried after a backoff
+// (issue 20, item 7). Two partitions on the same leader: the check runs once
+// per pass, before candidates are gathered (a close noticed between two of
+// a node's partitions once sent to a nil connection).
+func TestConnectionClosedWhileIdleIsRedialedBeforeSending(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 2}}})
+		p := memProducer(t, c, n, RetryBackoff(time.Second), RetryBackoffMax(time.Second))
+		l := newLedger("a", "t")
+		warmUp(t, p, l, 0, 1)
+		c.DropConnections(0)
+		time.Sleep(100 * time.Millisecond) // the producer's reader sees the close
+		before := p.Stats().BatchesRetried
+		start := time.Now()
+		l.produce(p, 0, 5, 10)
+		l.produce(p, 1, 5, 10)
+		require.True(t, l.waitAll(time.Minute))
+		require.Empty(t, l.failures())
+		require.Equal(t, before, p.Stats().BatchesRetried, "no batch went to the dead connection")
+		require.Less(t, time.Since(start), time.Second, "no retry backoff paid")
+	})
+}

@@ -228,6 +228,20 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 	if !s.haveID {
 		return next
 	}
+	// A connection the broker closed while idle (connections.max.idle.ms)
+	// is dropped before any candidate is gathered for it: the next batch
+	// dials at once rather than fail a write and back off. Checked once per
+	// pass, so a node's connection cannot vanish between gathering its
+	// candidates and sending to it.
+	for _, n := range s.nodes {
+		if n.conn != nil {
+			select {
+			case <-n.conn.Done():
+				s.connFailed(n, n.conn, n.conn.Err())
+			default:
+			}
+		}
+	}
 	for _, ps := range s.active {
 		if !s.hasSendable(ps) {
 			continue
@@ -261,15 +275,6 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 		if n == nil || n.addr == "" {
 			s.metaWanted.Store(true)
 			continue
-		}
-		if n.conn != nil {
-			select {
-			case <-n.conn.Done():
-				// The broker closed it while idle (connections.max.idle.ms):
-				// dial now rather than fail a write and back off.
-				s.connFailed(n, n.conn, n.conn.Err())
-			default:
-			}
 		}
 		if n.conn == nil {
 			next = earliest(next, s.dial(n, now))
