@@ -32,28 +32,6 @@ import (
 //	LONGHAUL_CHAOS_SCHEDULES=50000 run more (or fewer) schedules
 //	LONGHAUL_CHAOS_FIRST=1000      first seed (default 1)
 
-// produceErrorCodes are the error codes a ProduceResponse partition can
-// carry (Kafka's ProduceResponse.json and ReplicaManager, per franz-go's
-// kerr), answered without appending.
-var produceErrorCodes = []*kerr.Error{
-	kerr.UnknownServerError, kerr.CorruptMessage, kerr.UnknownTopicOrPartition, kerr.LeaderNotAvailable,
-	kerr.NotLeaderForPartition, kerr.RequestTimedOut, kerr.NetworkException, kerr.MessageTooLarge,
-	kerr.InvalidTopicException, kerr.RecordListTooLarge, kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend,
-	kerr.InvalidRequiredAcks, kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed, kerr.InvalidTimestamp,
-	kerr.UnsupportedForMessageFormat, kerr.OutOfOrderSequenceNumber, kerr.InvalidProducerEpoch,
-	kerr.InvalidTxnState, kerr.TransactionalIDAuthorizationFailed, kerr.KafkaStorageError, kerr.UnknownProducerID,
-	kerr.FencedLeaderEpoch, kerr.UnknownLeaderEpoch, kerr.InvalidRecord, kerr.ProducerFenced, kerr.UnknownTopicID,
-	kerr.ThrottlingQuotaExceeded, kerr.UnsupportedVersion,
-}
-
-// afterAppendCodes are the codes Kafka can answer for a batch it has
-// already appended (acks=all waiting for the ISR: leadership lost, timeout,
-// ISR shrunk) and DUPLICATE_SEQUENCE_NUMBER, which older brokers answer for
-// a batch already in the log.
-var afterAppendCodes = []*kerr.Error{
-	kerr.NotLeaderForPartition, kerr.RequestTimedOut, kerr.NotEnoughReplicasAfterAppend, kerr.DuplicateSequenceNumber,
-}
-
 // Chaos run parameters.
 const (
 	chaosNodes      = 3
@@ -260,11 +238,11 @@ func drawAnswers(rng *rand.Rand) ([]broker.Answer, string) {
 			a = broker.Answer{Mode: broker.Normal}
 			names = append(names, "ok")
 		case 1:
-			e := afterAppendCodes[rng.IntN(len(afterAppendCodes))]
+			e := broker.AfterAppendCodes[rng.IntN(len(broker.AfterAppendCodes))]
 			a = broker.Answer{Code: e.Code, Mode: broker.AppendThenFail}
 			names = append(names, e.Message+"(appended)")
 		default:
-			e := produceErrorCodes[rng.IntN(len(produceErrorCodes))]
+			e := broker.ProduceErrorCodes[rng.IntN(len(broker.ProduceErrorCodes))]
 			a = broker.Answer{Code: e.Code}
 			names = append(names, e.Message)
 		}

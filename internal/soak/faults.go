@@ -49,30 +49,6 @@ var retriableCodes = []int16{
 	kerr.FencedLeaderEpoch.Code,
 }
 
-// produceErrorCodes are the error codes a ProduceResponse partition can
-// carry (Kafka's ProduceResponse.json and ReplicaManager, per franz-go's
-// kerr), non-retriable ones included; script answers them without
-// appending. The same list as producer/chaos_test.go.
-var produceErrorCodes = []*kerr.Error{
-	kerr.UnknownServerError, kerr.CorruptMessage, kerr.UnknownTopicOrPartition, kerr.LeaderNotAvailable,
-	kerr.NotLeaderForPartition, kerr.RequestTimedOut, kerr.NetworkException, kerr.MessageTooLarge,
-	kerr.InvalidTopicException, kerr.RecordListTooLarge, kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend,
-	kerr.InvalidRequiredAcks, kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed, kerr.InvalidTimestamp,
-	kerr.UnsupportedForMessageFormat, kerr.OutOfOrderSequenceNumber, kerr.InvalidProducerEpoch,
-	kerr.InvalidTxnState, kerr.TransactionalIDAuthorizationFailed, kerr.KafkaStorageError, kerr.UnknownProducerID,
-	kerr.FencedLeaderEpoch, kerr.UnknownLeaderEpoch, kerr.InvalidRecord, kerr.ProducerFenced, kerr.UnknownTopicID,
-	kerr.ThrottlingQuotaExceeded, kerr.UnsupportedVersion,
-}
-
-// afterAppendCodes are what Kafka answers for a batch it appended and then
-// could not confirm (acks=all waiting for the ISR: leadership lost,
-// timeout, ISR shrunk), and DUPLICATE_SEQUENCE_NUMBER, which older brokers
-// answer for a batch already in the log. script answers them after the
-// append.
-var afterAppendCodes = []*kerr.Error{
-	kerr.NotLeaderForPartition, kerr.RequestTimedOut, kerr.NotEnoughReplicasAfterAppend, kerr.DuplicateSequenceNumber,
-}
-
 // naturalCodes are the codes the embedded broker answers on its own
 // (internal/broker, 00_produce.go and pidstate.go); a record may fail with
 // one of them on any partition. Any other broker code must have been
@@ -270,12 +246,12 @@ func (s *scheduler) drawScript(p tp) (answers []broker.Answer, names []string, c
 			answers = append(answers, broker.Answer{Mode: broker.Normal})
 			names = append(names, "ok")
 		case 1:
-			e := afterAppendCodes[s.rng.IntN(len(afterAppendCodes))]
+			e := broker.AfterAppendCodes[s.rng.IntN(len(broker.AfterAppendCodes))]
 			answers = append(answers, broker.Answer{Code: e.Code, Mode: broker.AppendThenFail})
 			names = append(names, e.Message+"(appended)")
 			s.answer(p, e.Code)
 		default:
-			e := produceErrorCodes[s.rng.IntN(len(produceErrorCodes))]
+			e := broker.ProduceErrorCodes[s.rng.IntN(len(broker.ProduceErrorCodes))]
 			answers = append(answers, broker.Answer{Code: e.Code, Mode: broker.Refuse})
 			names = append(names, e.Message)
 			s.answer(p, e.Code)
