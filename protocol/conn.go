@@ -26,9 +26,11 @@ type DialConfig struct {
 	// is filled from the address's host.
 	TLS *tls.Config
 	// SASL, when non-nil, authenticates after ApiVersions with
-	// SaslHandshake v1 + SaslAuthenticate (franz-go's plain and scram
-	// mechanisms work). Re-authentication (KIP-368) is not done: a broker
-	// with connections.max.reauth.ms closes the connection at session end.
+	// SaslHandshake v1 + SaslAuthenticate (franz-go's plain, scram, oauth
+	// and aws mechanisms work). Re-authentication (KIP-368) is left to
+	// the caller: [Conn.RenewAt] says when the session should be renewed,
+	// by dialing again, before the broker (connections.max.reauth.ms)
+	// closes the connection at [Conn.SessionEnd].
 	SASL sasl.Mechanism
 	// Dial opens the raw connection; nil uses a net.Dialer. Tests pass
 	// net.Pipe ends or proxies.
@@ -58,6 +60,10 @@ type Conn struct {
 	clientID *string
 	maxFrame int
 	versions map[int16]int16 // negotiated; read-only after Dial
+	// The SASL session (KIP-368); zero when it does not expire. Read-only
+	// after Dial.
+	sessionEnd time.Time
+	renewAt    time.Time
 
 	nextID atomic.Int32
 	wake   chan struct{} // cap 1: queue became non-empty
@@ -123,6 +129,22 @@ func (c *Conn) Version(key int16) (v int16, ok bool) {
 	v, ok = c.versions[key]
 	return v, ok
 }
+
+// SessionEnd returns when the broker ends the connection's SASL session:
+// the SessionLifetimeMs of its SaslAuthenticate v1+ answer (KIP-368),
+// counted from just before our last SASL message was sent, so never later
+// than the broker's own reckoning. A broker closes the connection when it
+// reads a request after that instant (Kafka does not process it). The zero
+// time means the session does not expire: no SASL, SaslAuthenticate v0,
+// or a broker without connections.max.reauth.ms.
+func (c *Conn) SessionEnd() time.Time { return c.sessionEnd }
+
+// RenewAt returns when the connection's SASL session should be renewed:
+// at a random 85 to 95 % of its lifetime (as the Java client), leaving the
+// rest to let requests in flight finish before [Conn.SessionEnd]. The zero
+// time means never. A Conn does not renew itself: the caller stops sending
+// on it, waits until [Conn.InFlight] is 0 and dials a new one.
+func (c *Conn) RenewAt() time.Time { return c.renewAt }
 
 // RequireIdempotentProduce returns an error wrapping
 // [ErrIdempotenceUnsupported] unless c negotiated Produce v3 or later.

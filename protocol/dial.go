@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"time"
 
@@ -211,6 +212,9 @@ func (c *Conn) authenticate(ctx context.Context, cfg DialConfig) error {
 		ar := kmsg.NewPtrSASLAuthenticateRequest()
 		ar.Version = av
 		ar.SASLAuthBytes = out
+		// The session lifetime counts from before our last message: the
+		// broker starts it when it has read that message, later.
+		sent := time.Now()
 		r, _, err := c.roundTrip(ar)
 		if err != nil {
 			return fmt.Errorf("sasl authenticate: %w", err)
@@ -228,8 +232,25 @@ func (c *Conn) authenticate(ctx context.Context, cfg DialConfig) error {
 			return fmt.Errorf("sasl %s: %w", mech.Name(), err)
 		}
 		if done {
+			// KIP-368: SaslAuthenticate v1+ says how long the session
+			// lasts (connections.max.reauth.ms, or the credential's own
+			// expiry if sooner); 0 means no limit.
+			if ms := resp.SessionLifetimeMillis; ar.Version >= 1 && ms > 0 {
+				c.setSession(sent, time.Duration(ms)*time.Millisecond)
+			}
 			return nil
 		}
 		out = next
 	}
+}
+
+// setSession records a SASL session of lifetime life that started at
+// start, and picks when to renew it: at a uniformly random 85 to 95 % of
+// the lifetime, as the Java client does, so a fleet of producers started
+// together does not renew at one instant, and some time is left to let
+// requests in flight finish first.
+func (c *Conn) setSession(start time.Time, life time.Duration) {
+	c.sessionEnd = start.Add(life)
+	frac := 0.85 + 0.10*rand.Float64()
+	c.renewAt = start.Add(time.Duration(float64(life) * frac))
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -24,19 +25,22 @@ import (
 // number of times, from any goroutine, in any order) or not at all. reply
 // takes a kmsg.Response, or []byte written as is (garbage frames).
 type fakeBroker struct {
-	t       testing.TB
-	keys    []kmsg.ApiVersionsResponseApiKey
-	apiMax  int16 // highest ApiVersions version it knows
-	mechs   map[string]bool
-	user    string
-	pass    string
-	handle  func(h RequestHeader, req kmsg.Request, reply func(any))
-	ln      net.Listener
-	mu      sync.Mutex
-	conns   []net.Conn
-	wg      sync.WaitGroup
-	authed  bool // set once a SASL exchange succeeded
-	onFrame func(frame []byte)
+	t      testing.TB
+	keys   []kmsg.ApiVersionsResponseApiKey
+	apiMax int16 // highest ApiVersions version it knows
+	mechs  map[string]bool
+	user   string
+	pass   string
+	handle func(h RequestHeader, req kmsg.Request, reply func(any))
+	ln     net.Listener
+	mu     sync.Mutex
+	conns  []net.Conn
+	wg     sync.WaitGroup
+	authed bool // set once a SASL exchange succeeded
+	// lifetime is announced as SessionLifetimeMs in every successful
+	// SaslAuthenticate answer (KIP-368).
+	lifetime time.Duration
+	onFrame  func(frame []byte)
 }
 
 // allKeys advertises every key kmsg knows at 0..max (Produce up to 14).
@@ -182,6 +186,7 @@ func (b *fakeBroker) serve(nc net.Conn) {
 				}
 				resp.SASLAuthBytes = out
 				if done && ok {
+					resp.SessionLifetimeMillis = b.lifetime.Milliseconds()
 					b.mu.Lock()
 					b.authed = true
 					b.mu.Unlock()
