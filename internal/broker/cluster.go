@@ -22,19 +22,20 @@ type Cluster struct {
 	mu sync.Mutex
 	// mu guards the following, the nodes' mutable fields and all topic
 	// and partition data.
-	closed        bool
-	nodes         []*node
-	topics        map[string]*topic
-	topicIDs      map[uuid]*topic
-	partitions    int // across all topics, bounded by MaxClusterPartitions
-	defaultWindow int
-	expiration    time.Duration
-	nextPID       int64
-	pidEpochs     map[int64]int16              // producer id -> latest epoch handed out
-	dataCh        chan struct{}                // closed and replaced on every append
-	metaRewrite   func(*kmsg.MetadataResponse) // RewriteMetadata
-	metaRequests  int64                        // Metadata requests answered
-	initAsks      [2]int64                     // InitProducerId asking a new id, a bump
+	closed          bool
+	nodes           []*node
+	topics          map[string]*topic
+	topicIDs        map[uuid]*topic
+	partitions      int // across all topics, bounded by MaxClusterPartitions
+	defaultWindow   int
+	expiration      time.Duration
+	nextPID         int64
+	pidEpochs       map[int64]int16              // producer id -> latest epoch handed out
+	dataCh          chan struct{}                // closed and replaced on every append
+	metaRewrite     func(*kmsg.MetadataResponse) // RewriteMetadata
+	metaRequests    int64                        // Metadata requests answered
+	initAsks        [2]int64                     // InitProducerId asking a new id, a bump
+	sessionsExpired int64                        // connections closed for an expired SASL session
 }
 
 // node is one broker node: a listener and its connections.

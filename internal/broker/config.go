@@ -91,6 +91,28 @@ type Config struct {
 	// Logger receives debug logs of connections and rejected requests.
 	// nil = discard.
 	Logger *slog.Logger
+	// SASL, when non-nil, makes every listener a SASL listener: a
+	// connection must authenticate (SaslHandshake, SaslAuthenticate)
+	// before any request but ApiVersions, or it is closed.
+	SASL *SASLConfig
+}
+
+// SASLConfig configures the SASL listeners of [Config.SASL].
+type SASLConfig struct {
+	// Mechanisms are the mechanism names SaslHandshake accepts, for
+	// example "PLAIN" or "AWS_MSK_IAM".
+	Mechanisms []string
+	// Authenticate checks the client's one SaslAuthenticate message for
+	// mech and returns the reply to send back, or an error (the client
+	// gets SASL_AUTHENTICATION_FAILED with its text). It runs on the
+	// connection's reader goroutine with the cluster lock held: it must
+	// not block or call the Cluster. Required.
+	Authenticate func(mech string, msg []byte) (reply []byte, err error)
+	// SessionLifetime is connections.max.reauth.ms (KIP-368): announced to
+	// clients in SaslAuthenticate v1+, it closes a connection on the first
+	// request read that long after authenticating, unless the client
+	// re-authenticated. 0 = sessions do not expire.
+	SessionLifetime time.Duration
 }
 
 // TopicConfig describes a topic for [Config.Topics] and
@@ -109,6 +131,9 @@ type TopicConfig struct {
 // withDefaults returns cfg with defaults filled in, or the first invalid
 // field as a *ConfigError.
 func (cfg Config) withDefaults() (Config, error) {
+	if cfg.SASL != nil && (cfg.SASL.Authenticate == nil || len(cfg.SASL.Mechanisms) == 0) {
+		return cfg, &ConfigError{"SASL", "", "Mechanisms and Authenticate required"}
+	}
 	if cfg.Nodes == 0 {
 		cfg.Nodes = 1
 	}

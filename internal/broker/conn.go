@@ -27,6 +27,11 @@ type conn struct {
 	q     []*pending
 	qdead bool // the writer has exited; push releases at once
 	qsig  chan struct{}
+
+	// SASL state ([Config.SASL]), touched only by the reader goroutine.
+	saslMech   string    // chosen by SaslHandshake, "" before
+	authed     bool      // SaslAuthenticate succeeded
+	sessionEnd time.Time // zero: no session lifetime
 }
 
 // pending is a handled request waiting for its response to be written.

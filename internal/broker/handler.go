@@ -64,6 +64,9 @@ func (cc *conn) handle(frame []byte, readAt time.Time) (*pending, error) {
 	if err != nil && !isAV {
 		return nil, fmt.Errorf("%w: %w", errConnClose, err)
 	}
+	if err := cc.checkSASL(hdr.Key, readAt); err != nil {
+		return nil, err
+	}
 	spec, ok := apis[hdr.Key]
 	if !ok {
 		return nil, fmt.Errorf("%w: api key %d not served", errConnClose, hdr.Key)
