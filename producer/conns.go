@@ -40,7 +40,10 @@ func (s *sender) node(id int32) *nodeState {
 // dial starts connecting to n in the background unless it already is or is
 // backing off; it returns when to look again.
 func (s *sender) dial(n *nodeState, now time.Time) time.Time {
-	if n.dialing {
+	if n.dialing || n.draining != nil {
+		// A connection being renewed is drained first: a new one now
+		// could carry a partition's next batch before its earlier ones
+		// were answered on the old one, out of order.
 		return time.Time{}
 	}
 	if now.Before(n.backoffUntil) {
@@ -117,12 +120,85 @@ func (s *sender) dialed(n *nodeState, addr string, c *protocol.Conn, err error) 
 // closes the connection too: a late response must never be matched.
 func (s *sender) connFailed(n *nodeState, c *protocol.Conn, err error) {
 	c.Close()
+	if n.draining == c {
+		n.draining = nil
+		n.connected.Store(false)
+		n.lastErr = err
+		s.p.log.Info("broker connection lost while renewing its SASL session; retrying its batches", "node", n.id, "err", err)
+		s.cfg.hooks.disconnected(n, err)
+		return
+	}
 	if n.conn == c {
 		n.conn = nil
 		n.connected.Store(false)
 		n.lastErr = err
 		s.p.log.Info("broker connection lost; retrying its batches", "node", n.id, "err", err)
 		s.cfg.hooks.disconnected(n, err)
+	}
+}
+
+// checkConn looks at n's connections once per send pass, before any
+// candidate is gathered for n, and returns when it wants to look again.
+//
+// A connection the broker closed (connections.max.idle.ms, a restart) is
+// dropped, so the next batch dials at once rather than fail a write and
+// back off.
+//
+// KIP-368: once a connection's SASL session is due for renewal
+// ([protocol.Conn.RenewAt], 85-95 % of the lifetime the broker announced)
+// no new request goes on it: it becomes n.draining and n.conn is nil, so
+// n's partitions gather no candidates and dial waits. When the last
+// request on it has been answered the connection is closed, reported with
+// [ErrSessionRenewal], and the same pass dials a new one, which
+// authenticates a new session. No batch is in flight when it closes, so
+// none is cut; the broker would otherwise close the connection on the
+// first request after the session ended, after reading but without
+// handling it (retried as maybe written). Draining lasts about one round
+// trip (a request timeout at most, which closes the connection anyway),
+// well within the 5-15 % of the lifetime left.
+func (s *sender) checkConn(n *nodeState, now time.Time) (next time.Time) {
+	if c := n.conn; c != nil {
+		select {
+		case <-c.Done():
+			s.connFailed(n, c, c.Err())
+		default:
+			renew := c.RenewAt()
+			switch {
+			case renew.IsZero() || s.cfg.regress.noSessionRenewal:
+			case now.Before(renew):
+				next = renew
+			default:
+				s.p.log.Debug("renewing the SASL session: draining the connection", "node", n.id, "in_flight", c.InFlight())
+				n.conn = nil
+				n.draining = c
+			}
+		}
+	}
+	// InFlight counts requests whose completion has not run; the sender
+	// puts nothing new on a draining connection, so 0 stays 0. Completions
+	// already posted are applied later as usual: closing does not change
+	// their outcome.
+	if c := n.draining; c != nil && c.InFlight() == 0 {
+		n.draining = nil
+		n.connected.Store(false)
+		c.Close()
+		s.p.log.Debug("SASL session renewal: connection drained and closed", "node", n.id)
+		s.cfg.hooks.disconnected(n, ErrSessionRenewal)
+	}
+	return next
+}
+
+// controlRenewal drops the control connection when its SASL session is
+// due for renewal and no control request uses it, so the next Metadata or
+// InitProducerId dials a fresh one rather than have the broker close it.
+func (s *sender) controlRenewal(now time.Time) {
+	c := s.control
+	if c == nil || s.controlOps > 0 || s.cfg.regress.noSessionRenewal {
+		return
+	}
+	if renew := c.RenewAt(); !renew.IsZero() && !now.Before(renew) {
+		c.Close()
+		s.control = nil
 	}
 }
 

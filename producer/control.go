@@ -17,6 +17,7 @@ import (
 // continuation op returns on the sender goroutine. A connection-level error
 // drops the control connection so the next op dials another broker.
 func (s *sender) runControl(op func(ctx context.Context, c *protocol.Conn) (then func(), err error), failed func(error)) {
+	s.controlRenewal(time.Now())
 	c := s.control
 	addrs := s.controlAddrs()
 	cfg := s.dialConfig()

@@ -33,6 +33,16 @@ var ErrOrderLost = errors.New("producer: a later batch was written first (broker
 // the change are placed over the current partitions.
 var ErrPartitionGone = errors.New("producer: partition no longer exists (topic re-created with fewer partitions)")
 
+// ErrSessionRenewal is the cause [HookBrokerDisconnect] gets when the
+// producer closed a broker connection itself to renew its SASL session
+// (KIP-368) before the broker's connections.max.reauth.ms ended it: at a
+// random 85 to 95 % of the session lifetime the broker announced, it stops
+// sending on the connection, lets every request in flight on it be
+// answered, closes it and connects again (authenticating anew) for the
+// next batch, so no batch is cut by the broker closing the session. It
+// never reaches a record's callback.
+var ErrSessionRenewal = errors.New("producer: connection closed to renew its SASL session (KIP-368)")
+
 // ErrRecordTooLarge is the error of a record whose encoded size exceeds
 // max.request.size or buffer.memory. Only that record fails.
 var ErrRecordTooLarge = errors.New("producer: record too large")

@@ -175,8 +175,10 @@ type HookBrokerConnect interface {
 // HookBrokerDisconnect is called once for every connection reported by
 // [HookBrokerConnect] without an error, when the producer gives it up:
 // cause is the I/O error, the request timeout, the broker closing an idle
-// connection, or [ErrClosed] at Close. Batches in flight on it are retried
-// (their fate is unknown) or, at Close, failed.
+// connection, [ErrSessionRenewal] when the producer closed a drained
+// connection to renew its SASL session (nothing was in flight on it), or
+// [ErrClosed] at Close. Batches in flight on it are retried (their fate is
+// unknown) or, at Close, failed.
 type HookBrokerDisconnect interface {
 	OnBrokerDisconnect(node int32, addr string, cause error)
 }

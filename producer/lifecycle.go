@@ -128,6 +128,11 @@ func (s *sender) shutdown() {
 			n.conn = nil // its failing requests are not a connection loss
 			s.cfg.hooks.disconnected(n, ErrClosed)
 		}
+		if n.draining != nil {
+			n.draining.Close()
+			n.draining = nil
+			s.cfg.hooks.disconnected(n, ErrClosed)
+		}
 	}
 	if s.control != nil {
 		s.control.Close()

@@ -125,7 +125,10 @@ func TLS(cfg *tls.Config) Opt {
 
 // SASL authenticates every connection with m, for example
 // plain.Auth{User: u, Pass: p}.AsMechanism() from franz-go's pkg/sasl/plain,
-// or scram.Auth{...}.AsSha256Mechanism(). Default: none.
+// or scram.Auth{...}.AsSha256Mechanism(). Default: none. When the broker
+// limits the session (KIP-368, connections.max.reauth.ms), each connection
+// is drained and replaced by a newly authenticated one before its session
+// ends (see [ErrSessionRenewal]), so no batch is cut.
 func SASL(m sasl.Mechanism) Opt {
 	return optFunc(func(c *config) error { c.sasl = m; return nil })
 }

@@ -1,5 +1,14 @@
 package producer
 
+import "github.com/longhaul-kafka/longhaul/internal/testhooks"
+
+func init() {
+	testhooks.NoSessionRenewal = Opt(optFunc(func(c *config) error {
+		c.regress.noSessionRenewal = true
+		return nil
+	}))
+}
+
 // regressions brings back, one knob each, the bugs of issue 12 for the
 // negative controls in regress_test.go, which show that the regression
 // tests and the randomized mixed-fault test catch each of them. Only tests
@@ -12,4 +21,8 @@ type regressions struct {
 	callbacksUnordered   bool // 5: callbacks released as batches complete
 	flushWaitsAll        bool // 6: Flush waits for everything, also later records
 	metadataUnchecked    bool // 7: partition lists used without checkPartitions
+	// Issue 16: connections are used until the broker ends their SASL
+	// session (no KIP-368 renewal), as before; set through
+	// testhooks.NoSessionRenewal by the real-Kafka negative control too.
+	noSessionRenewal bool
 }

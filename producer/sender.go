@@ -71,6 +71,7 @@ type nodeState struct {
 	addr         string
 	lim          *inflight.Node
 	conn         *protocol.Conn // nil: not connected
+	draining     *protocol.Conn // being drained to renew its SASL session (checkConn)
 	dialing      bool
 	backoffUntil time.Time
 	failures     int
@@ -230,17 +231,13 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 	}
 	// A connection the broker closed while idle (connections.max.idle.ms)
 	// is dropped before any candidate is gathered for it: the next batch
-	// dials at once rather than fail a write and back off. Checked once per
-	// pass, so a node's connection cannot vanish between gathering its
-	// candidates and sending to it.
+	// dials at once rather than fail a write and back off. A connection
+	// whose SASL session is due for renewal (KIP-368) is drained, then
+	// replaced (checkConn, conns.go). Checked once per pass, so a node's
+	// connection cannot vanish between gathering its candidates and
+	// sending to it.
 	for _, n := range s.nodes {
-		if n.conn != nil {
-			select {
-			case <-n.conn.Done():
-				s.connFailed(n, n.conn, n.conn.Err())
-			default:
-			}
-		}
+		next = earliest(next, s.checkConn(n, now))
 	}
 	for _, ps := range s.active {
 		if !s.hasSendable(ps) {

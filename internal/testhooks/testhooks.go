@@ -11,3 +11,10 @@ package testhooks
 // batch may be appended twice or rejected as out of order. Draining and the
 // node cap still apply; n == 0 restores normal behaviour, n < 0 panics.
 var FixedWindow func(l any, n int)
+
+// NoSessionRenewal is set by package producer to a producer.Opt (typed
+// any here to avoid an import cycle) that turns off the KIP-368 renewal of
+// SASL sessions: connections are used until the broker closes them at
+// session end, cutting the requests that arrive too late. For the
+// real-Kafka negative control only.
+var NoSessionRenewal any

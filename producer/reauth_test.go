@@ -1,0 +1,186 @@
+package producer
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/longhaul-kafka/longhaul/internal/broker"
+)
+
+// KIP-368 re-authentication (issue 16): a SASL broker announces a session
+// lifetime (connections.max.reauth.ms) and closes a connection on the
+// first request read after it; the producer renews every connection
+// before that, draining it first, so no batch is cut.
+
+// saslPlain is the embedded broker's SASL listener for PLAIN alice/secret
+// with session lifetime life.
+func saslPlain(life time.Duration) *broker.SASLConfig {
+	return &broker.SASLConfig{Mechanisms: []string{"PLAIN"}, SessionLifetime: life,
+		Authenticate: func(mech string, msg []byte) ([]byte, error) {
+			if parts := strings.Split(string(msg), "\x00"); len(parts) != 3 || parts[1] != "alice" || parts[2] != "secret" {
+				return nil, errors.New("bad credentials")
+			}
+			return nil, nil
+		}}
+}
+
+// connEvents records broker connects and disconnects with their causes,
+// and produce attempts that ended without an acknowledgement.
+type connEvents struct {
+	mu          sync.Mutex
+	connects    int
+	renewals    int
+	otherCauses []string
+	rejected    int
+}
+
+func (e *connEvents) OnBrokerConnect(_ int32, _ string, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err == nil {
+		e.connects++
+	}
+}
+
+func (e *connEvents) OnBrokerDisconnect(node int32, _ string, cause error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case errors.Is(cause, ErrSessionRenewal):
+		e.renewals++
+	case errors.Is(cause, ErrClosed):
+	default:
+		e.otherCauses = append(e.otherCauses, fmt.Sprintf("node %d: %v", node, cause))
+	}
+}
+
+func (e *connEvents) OnBatchRejected(BatchInfo, error, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.rejected++
+}
+
+func (e *connEvents) snapshot() (connects, renewals, rejected int, other []string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.connects, e.renewals, e.rejected, append([]string(nil), e.otherCauses...)
+}
+
+// reauthScenario is one randomized run: a SASL cluster with session
+// lifetime life, RTT rtt, and parts partitions over nodes nodes, produced
+// to in bursts for run; drops injects that many connection drops at
+// random times.
+type reauthScenario struct {
+	life, rtt, run time.Duration
+	nodes          int
+	parts          int32
+	drops          int
+	noRenewal      bool // the negative control: no KIP-368 renewal
+}
+
+type reauthResult struct {
+	connects, renewals, rejected int
+	other                        []string
+	expired                      int64
+}
+
+func runReauth(t *testing.T, rng *rand.Rand, sc reauthScenario) reauthResult {
+	var res reauthResult
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{Nodes: sc.nodes, RTT: sc.rtt, SASL: saslPlain(sc.life),
+			Topics: []broker.TopicConfig{{Name: "t", Partitions: sc.parts, Window: 20}}})
+		ev := &connEvents{}
+		opts := []Opt{SASL(plain.Auth{User: "alice", Pass: "secret"}.AsMechanism()), Hooks(ev),
+			DeliveryTimeout(time.Minute)}
+		if sc.noRenewal {
+			opts = append(opts, optFunc(func(c *config) error { c.regress.noSessionRenewal = true; return nil }))
+		}
+		p := memProducer(t, c, n, opts...)
+		l := newLedger("a", "t")
+		dropAt := map[int]bool{}
+		steps := int(sc.run / (10 * time.Millisecond))
+		for range sc.drops {
+			dropAt[rng.IntN(steps)] = true
+		}
+		for step := range steps {
+			// Bursts and pauses: sometimes many records, often none,
+			// so sessions end both on busy and on idle connections.
+			if k := rng.IntN(10); k < 6 {
+				for part := range sc.parts {
+					l.produce(p, part, rng.IntN(20)+1, 50+rng.IntN(200))
+				}
+			}
+			if dropAt[step] {
+				c.DropConnections(int32(rng.IntN(sc.nodes)))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		require.True(t, l.waitAll(2*time.Minute), "every callback ran")
+		require.Empty(t, l.failures(), "no record error")
+		requireClean(t, c, "t", sc.parts, l)
+		res.connects, res.renewals, res.rejected, res.other = ev.snapshot()
+		res.expired = c.SessionsExpired()
+	})
+	return res
+}
+
+// TestReauthRenewsBeforeSessionEnds: randomized runs on virtual time (RTT
+// 1-150 ms, lifetime 1-4 s, 1-2 nodes, 1-4 partitions, bursty load, some
+// runs with connection drops injected at random) of about four lifetimes
+// each. In every run each record is written exactly once and in order with
+// no error, and the broker never closed a connection for an expired
+// session: the producer renewed each one first. Without injected drops no
+// produce attempt was rejected and every disconnect was a renewal
+// (ErrSessionRenewal), several per run.
+func TestReauthRenewsBeforeSessionEnds(t *testing.T) {
+	seeds := 10
+	if testing.Short() {
+		seeds = 4
+	}
+	for seed := range seeds {
+		rng := rand.New(rand.NewPCG(uint64(seed), 16))
+		sc := reauthScenario{
+			life:  time.Second + time.Duration(rng.IntN(3000))*time.Millisecond,
+			rtt:   time.Millisecond + time.Duration(rng.IntN(150))*time.Millisecond,
+			nodes: 1 + rng.IntN(2),
+			parts: 1 + rng.Int32N(4),
+		}
+		sc.run = 4 * sc.life
+		if seed%2 == 1 {
+			sc.drops = 1 + rng.IntN(4)
+		}
+		t.Run(fmt.Sprintf("seed%d/life%v/rtt%v/drops%d", seed, sc.life, sc.rtt, sc.drops), func(t *testing.T) {
+			res := runReauth(t, rng, sc)
+			require.Zero(t, res.expired, "the broker closed a connection for an expired session")
+			require.GreaterOrEqual(t, res.renewals, 3, "sessions renewed by the producer")
+			if sc.drops == 0 {
+				require.Empty(t, res.other, "disconnects not caused by a renewal")
+				require.Zero(t, res.rejected, "produce attempts cut")
+			}
+		})
+	}
+}
+
+// TestReauthNegativeControl: with the renewal turned off the same load
+// makes the broker close connections for expired sessions, cutting the
+// requests that arrived too late (retried, seen by HookBatchRejected and
+// HookBrokerDisconnect): the assertions of TestReauthRenewsBeforeSessionEnds
+// fail without the renewal.
+func TestReauthNegativeControl(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 16))
+	res := runReauth(t, rng, reauthScenario{life: 2 * time.Second, rtt: 20 * time.Millisecond,
+		nodes: 1, parts: 2, run: 8 * time.Second, noRenewal: true})
+	require.Positive(t, res.expired, "sessions expired at the broker")
+	require.Zero(t, res.renewals)
+	require.NotEmpty(t, res.other, "disconnects caused by the broker")
+	require.Positive(t, res.rejected, "produce attempts cut by the broker")
+}
