@@ -49,7 +49,8 @@ func writeFile(t *testing.T, dir, name string, data []byte) string {
 
 // startSecure starts one node with listeners SSL, MTLS (client
 // certificate required), SASL_PLAINTEXT, SASL_SSL, EXPIRED (an expired
-// broker certificate) and WRONGHOST (a certificate for kafka.example.com),
+// broker certificate), WRONGHOST (a certificate for kafka.example.com),
+// OAUTH and REAUTH (PLAIN sessions of 3 s),
 // PLAIN users alice and bob, and SCRAM-SHA-256/512 users scram256 and
 // scram512.
 func startSecure(t *testing.T) *secEnv {
@@ -92,6 +93,11 @@ func startSecure(t *testing.T) *secEnv {
 			"oauthbearer.sasl.jaas.config":          `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="admin";`,
 			"oauthbearer.connections.max.reauth.ms": "3000",
 		}},
+		// PLAIN sessions of 3 s (KIP-368): the producer renews them.
+		{Name: "REAUTH", Protocol: "SASL_PLAINTEXT", Config: MergeConfig(sasl, map[string]string{
+			"sasl.enabled.mechanisms":         "PLAIN",
+			"plain.connections.max.reauth.ms": "3000",
+		})},
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -125,7 +131,7 @@ func props(m map[string]string) []producer.Opt {
 func TestSecurity(t *testing.T) {
 	began := time.Now()
 	e := startSecure(t)
-	t.Logf("broker with 6 listeners up and SCRAM users created in %v", time.Since(began).Round(time.Millisecond))
+	t.Logf("broker with 8 listeners up and SCRAM users created in %v", time.Since(began).Round(time.Millisecond))
 	sslProps := map[string]string{"ssl.truststore.type": "PEM", "ssl.truststore.location": e.caPEM}
 
 	ok := []struct {
@@ -227,14 +233,17 @@ func TestSecurity(t *testing.T) {
 		})
 	}
 	t.Run("ok/OAUTHBEARER token endpoint, tokens refreshed", func(t *testing.T) { testOAuthBearer(t, e) })
+	t.Run("ok/PLAIN sessions renewed (KIP-368)", func(t *testing.T) { testReauth(t, e, true) })
+	t.Run("negative/PLAIN sessions not renewed", func(t *testing.T) { testReauth(t, e, false) })
 	t.Logf("TestSecurity wall time %v", time.Since(began).Round(time.Millisecond))
 }
 
 // testOAuthBearer produces for about 8 s over OAUTHBEARER with tokens from
 // a client-credentials token endpoint run here. Tokens live 12 s, so the
 // oauth2 library (which renews 10 s before expiry) fetches a new one for
-// every connection made 2 s after the last fetch; the broker ends each
-// session after 3 s and the producer reconnects with a fresh token. All
+// every connection made 2 s after the last fetch; sessions last 3 s and
+// the producer renews each (KIP-368) on a new connection with a fresh
+// token. All
 // records arrive exactly once and in order.
 func testOAuthBearer(t *testing.T, e *secEnv) {
 	var hits atomic.Int64
