@@ -200,8 +200,9 @@ func (c *Conn) authenticate(ctx context.Context, cfg DialConfig) error {
 	if hr := r.(*kmsg.SASLHandshakeResponse); hr.ErrorCode != 0 {
 		return fmt.Errorf("sasl handshake %s (broker offers %v): %w", mech.Name(), hr.SupportedMechanisms, kerr.ErrorForCode(hr.ErrorCode))
 	}
-	host, _, _ := net.SplitHostPort(c.addr)
-	session, out, err := mech.Authenticate(ctx, host)
+	// franz-go's sasl.Mechanism takes the broker's host:port (kgo passes
+	// its address); AWS_MSK_IAM signs the host and fails without a port.
+	session, out, err := mech.Authenticate(ctx, c.addr)
 	if err != nil {
 		return fmt.Errorf("sasl %s: %w", mech.Name(), err)
 	}

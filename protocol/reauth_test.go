@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 )
 
@@ -73,5 +74,34 @@ func TestSessionLifetime(t *testing.T) {
 			require.True(t, c.SessionEnd().IsZero())
 			require.True(t, c.RenewAt().IsZero())
 		})
+	})
+}
+
+// hostMech is a PLAIN mechanism that records the host it is given.
+type hostMech struct {
+	sasl.Mechanism
+	got *string
+}
+
+func (m hostMech) Authenticate(ctx context.Context, host string) (sasl.Session, []byte, error) {
+	*m.got = host
+	return m.Mechanism.Authenticate(ctx, host)
+}
+
+// TestSASLGetsHostPort: the mechanism gets the broker's host:port, as
+// franz-go's sasl.Mechanism contract says (its AWS_MSK_IAM signs the host
+// and rejects an address without a port).
+func TestSASLGetsHostPort(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeBroker(t)
+		b.mechs = map[string]bool{"PLAIN": true}
+		b.user, b.pass = "alice", "secret"
+		var got string
+		c, err := Dial(context.Background(), "b-1.example.com:9098", DialConfig{Dial: b.pipeDial,
+			SASL: hostMech{plain.Auth{User: "alice", Pass: "secret"}.AsMechanism(), &got}})
+		require.NoError(t, err)
+		c.Close()
+		b.closeConns()
+		require.Equal(t, "b-1.example.com:9098", got)
 	})
 }
