@@ -1,6 +1,6 @@
 package producer_test
 
-// The ssl.* and OAUTHBEARER properties have no typed options of their own:
+// The ssl.*, OAUTHBEARER and MSK IAM properties have no typed options of their own:
 // the TLS and SASL options take a whole tls.Config or sasl.Mechanism. Listed here, not in example_test.go's
 // table, so the README check knows what to print for them.
 func init() {
@@ -12,4 +12,5 @@ func init() {
 		propertyOnly[name] = "`Property`, or `TLS`"
 	}
 	propertyOnly["sasl.oauthbearer.token.endpoint.url"] = "`Property`, or `SASL`"
+	propertyOnly["sasl.client.callback.handler.class"] = "`Property` (MSK IAM: `lhaws.MSKIAM`)"
 }

@@ -1,0 +1,60 @@
+package producer
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/sasl/aws"
+)
+
+// mskProps is the client config MSK documents for IAM, as a Java user
+// pastes it.
+func mskProps() map[string]string {
+	return map[string]string{
+		"bootstrap.servers":                  "b-1.mycluster.abc123.c2.kafka.us-east-1.amazonaws.com:9098",
+		"security.protocol":                  "SASL_SSL",
+		"sasl.mechanism":                     "AWS_MSK_IAM",
+		"sasl.jaas.config":                   "software.amazon.msk.auth.iam.IAMLoginModule required;",
+		"sasl.client.callback.handler.class": "software.amazon.msk.auth.iam.IAMClientCallbackHandler",
+	}
+}
+
+// TestMSKIAMProperties: the Java MSK IAM config alone is a ConfigError on
+// sasl.mechanism pointing to the lhaws option (the core reads no AWS
+// credentials); with a SASL option (what lhaws.MSKIAM is) the same config
+// is accepted and the option's mechanism used. IAMLoginModule options
+// naming another identity, and callback handler classes other than MSK's,
+// are ConfigErrors rather than ignored.
+func TestMSKIAMProperties(t *testing.T) {
+	_, err := NewFromProperties(mskProps())
+	var ce *ConfigError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, "sasl.mechanism", ce.Property)
+	assert.Contains(t, ce.Reason, "lhaws.MSKIAM")
+	assert.Contains(t, ce.Reason, "producer/plugin/lhaws")
+	require.ErrorIs(t, err, ErrInvalidConfig)
+
+	mech := aws.Auth{AccessKey: "AKID", SecretKey: "s"}.AsManagedStreamingIAMMechanism()
+	p, err := NewFromProperties(mskProps(), SASL(mech))
+	require.NoError(t, err)
+	assert.Equal(t, "AWS_MSK_IAM", p.cfg.sasl.Name())
+	assert.NotNil(t, p.cfg.tls, "SASL_SSL: TLS from the ssl.* properties")
+	closeSoon(p)
+
+	for prop, v := range map[string]string{
+		"sasl.jaas.config":                   `software.amazon.msk.auth.iam.IAMLoginModule required awsRoleArn="arn:aws:iam::123456789012:role/kafka";`,
+		"sasl.client.callback.handler.class": "com.example.MyCallbackHandler",
+	} {
+		m := mskProps()
+		m[prop] = v
+		_, err := NewFromProperties(m, SASL(mech))
+		var ce *ConfigError
+		require.ErrorAs(t, err, &ce, prop)
+		assert.Equal(t, prop, ce.Property)
+	}
+	m := mskProps()
+	m["sasl.jaas.config"] = `software.amazon.msk.auth.iam.IAMLoginModule required awsProfileName="dev";`
+	_, err = NewFromProperties(m, SASL(mech))
+	require.ErrorContains(t, err, "config.WithSharedConfigProfile")
+}
