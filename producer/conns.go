@@ -178,6 +178,16 @@ func (s *sender) checkConn(n *nodeState, now time.Time) (next time.Time) {
 	// puts nothing new on a draining connection, so 0 stays 0. Completions
 	// already posted are applied later as usual: closing does not change
 	// their outcome.
+	if c := n.draining; c != nil {
+		select {
+		case <-c.Done():
+			// Broken while draining: its requests fail and are retried;
+			// report the real cause, not a renewal.
+			s.connFailed(n, c, c.Err())
+			return next
+		default:
+		}
+	}
 	if c := n.draining; c != nil && c.InFlight() == 0 {
 		n.draining = nil
 		n.connected.Store(false)

@@ -84,13 +84,15 @@ type reauthScenario struct {
 	nodes          int
 	parts          int32
 	drops          int
-	noRenewal      bool // the negative control: no KIP-368 renewal
+	metaAge        time.Duration // metadata.max.age.ms: how often the control connection is used
+	noRenewal      bool          // the negative control: no KIP-368 renewal
 }
 
 type reauthResult struct {
 	connects, renewals, rejected int
 	other                        []string
 	expired                      int64
+	records                      int
 }
 
 func runReauth(t *testing.T, rng *rand.Rand, sc reauthScenario) reauthResult {
@@ -100,7 +102,7 @@ func runReauth(t *testing.T, rng *rand.Rand, sc reauthScenario) reauthResult {
 			Topics: []broker.TopicConfig{{Name: "t", Partitions: sc.parts, Window: 20}}})
 		ev := &connEvents{}
 		opts := []Opt{SASL(plain.Auth{User: "alice", Pass: "secret"}.AsMechanism()), Hooks(ev),
-			DeliveryTimeout(time.Minute)}
+			DeliveryTimeout(time.Minute), MetadataMaxAge(sc.metaAge)}
 		if sc.noRenewal {
 			opts = append(opts, optFunc(func(c *config) error { c.regress.noSessionRenewal = true; return nil }))
 		}
@@ -129,16 +131,18 @@ func runReauth(t *testing.T, rng *rand.Rand, sc reauthScenario) reauthResult {
 		requireClean(t, c, "t", sc.parts, l)
 		res.connects, res.renewals, res.rejected, res.other = ev.snapshot()
 		res.expired = c.SessionsExpired()
+		res.records = len(l.res)
 	})
 	return res
 }
 
 // TestReauthRenewsBeforeSessionEnds: randomized runs on virtual time (RTT
-// 1-150 ms, lifetime 1-4 s, 1-2 nodes, 1-4 partitions, bursty load, some
-// runs with connection drops injected at random) of about four lifetimes
-// each. In every run each record is written exactly once and in order with
-// no error, and the broker never closed a connection for an expired
-// session: the producer renewed each one first. Without injected drops no
+// 1-150 ms, lifetime 1-4 s, 1-2 nodes, 1-4 partitions, bursty load,
+// metadata refreshed every 0.2-2.2 s, some runs with connection drops
+// injected at random) of about four lifetimes each. In every run each
+// record is written exactly once and in order with no error, and the
+// broker never closed a connection for an expired session, produce or
+// control (Metadata) connection: the producer renewed each one first. Without injected drops no
 // produce attempt was rejected and every disconnect was a renewal
 // (ErrSessionRenewal), several per run.
 func TestReauthRenewsBeforeSessionEnds(t *testing.T) {
@@ -155,11 +159,14 @@ func TestReauthRenewsBeforeSessionEnds(t *testing.T) {
 			parts: 1 + rng.Int32N(4),
 		}
 		sc.run = 4 * sc.life
+		sc.metaAge = 200*time.Millisecond + time.Duration(rng.IntN(2000))*time.Millisecond
 		if seed%2 == 1 {
 			sc.drops = 1 + rng.IntN(4)
 		}
 		t.Run(fmt.Sprintf("seed%d/life%v/rtt%v/drops%d", seed, sc.life, sc.rtt, sc.drops), func(t *testing.T) {
 			res := runReauth(t, rng, sc)
+			t.Logf("%d records, %d connects, %d renewals, %d other disconnects, %d attempts rejected",
+				res.records, res.connects, res.renewals, len(res.other), res.rejected)
 			require.Zero(t, res.expired, "the broker closed a connection for an expired session")
 			require.GreaterOrEqual(t, res.renewals, 3, "sessions renewed by the producer")
 			if sc.drops == 0 {
@@ -178,7 +185,7 @@ func TestReauthRenewsBeforeSessionEnds(t *testing.T) {
 func TestReauthNegativeControl(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 16))
 	res := runReauth(t, rng, reauthScenario{life: 2 * time.Second, rtt: 20 * time.Millisecond,
-		nodes: 1, parts: 2, run: 8 * time.Second, noRenewal: true})
+		nodes: 1, parts: 2, run: 8 * time.Second, metaAge: 500 * time.Millisecond, noRenewal: true})
 	require.Positive(t, res.expired, "sessions expired at the broker")
 	require.Zero(t, res.renewals)
 	require.NotEmpty(t, res.other, "disconnects caused by the broker")
