@@ -203,7 +203,7 @@ func (s *sender) checkConn(n *nodeState, now time.Time) (next time.Time) {
 // InitProducerId dials a fresh one rather than have the broker close it.
 func (s *sender) controlRenewal(now time.Time) {
 	c := s.control
-	if c == nil || s.controlOps > 0 || s.cfg.regress.noSessionRenewal {
+	if c == nil || s.controlOps > 0 || s.cfg.regress.noSessionRenewal || s.cfg.regress.noControlRenewal {
 		return
 	}
 	if renew := c.RenewAt(); !renew.IsZero() && !now.Before(renew) {

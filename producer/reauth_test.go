@@ -86,6 +86,7 @@ type reauthScenario struct {
 	drops          int
 	metaAge        time.Duration // metadata.max.age.ms: how often the control connection is used
 	noRenewal      bool          // the negative control: no KIP-368 renewal
+	noCtlRenewal   bool          // the negative control: control connections not renewed
 }
 
 type reauthResult struct {
@@ -103,8 +104,11 @@ func runReauth(t *testing.T, rng *rand.Rand, sc reauthScenario) reauthResult {
 		ev := &connEvents{}
 		opts := []Opt{SASL(plain.Auth{User: "alice", Pass: "secret"}.AsMechanism()), Hooks(ev),
 			DeliveryTimeout(time.Minute), MetadataMaxAge(sc.metaAge)}
-		if sc.noRenewal {
-			opts = append(opts, optFunc(func(c *config) error { c.regress.noSessionRenewal = true; return nil }))
+		if sc.noRenewal || sc.noCtlRenewal {
+			opts = append(opts, optFunc(func(c *config) error {
+				c.regress.noSessionRenewal, c.regress.noControlRenewal = sc.noRenewal, sc.noCtlRenewal
+				return nil
+			}))
 		}
 		p := memProducer(t, c, n, opts...)
 		l := newLedger("a", "t")
@@ -142,7 +146,7 @@ func runReauth(t *testing.T, rng *rand.Rand, sc reauthScenario) reauthResult {
 // injected at random) of about four lifetimes each. In every run each
 // record is written exactly once and in order with no error, and the
 // broker never closed a connection for an expired session, produce or
-// control (Metadata) connection: the producer renewed each one first. Without injected drops no
+// control (Metadata) connection: the producer renewed each one first (TestReauthNegativeControlControlConnection shows the control connection needs its own renewal). Without injected drops no
 // produce attempt was rejected and every disconnect was a renewal
 // (ErrSessionRenewal), several per run.
 func TestReauthRenewsBeforeSessionEnds(t *testing.T) {
@@ -190,4 +194,18 @@ func TestReauthNegativeControl(t *testing.T) {
 	require.Zero(t, res.renewals)
 	require.NotEmpty(t, res.other, "disconnects caused by the broker")
 	require.Positive(t, res.rejected, "produce attempts cut by the broker")
+}
+
+// TestReauthNegativeControlControlConnection: with only the control
+// connection's renewal turned off, frequent metadata refreshes make the
+// broker expire its sessions, while produce connections are still renewed:
+// TestReauthRenewsBeforeSessionEnds's expired-session check covers the
+// control connection.
+func TestReauthNegativeControlControlConnection(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 16))
+	res := runReauth(t, rng, reauthScenario{life: 2 * time.Second, rtt: 20 * time.Millisecond,
+		nodes: 1, parts: 2, run: 8 * time.Second, metaAge: 300 * time.Millisecond, noCtlRenewal: true})
+	require.Positive(t, res.expired, "control sessions expired at the broker")
+	require.Positive(t, res.renewals, "produce connections still renewed")
+	require.Empty(t, res.other, "no produce connection closed by the broker")
 }

@@ -25,4 +25,5 @@ type regressions struct {
 	// session (no KIP-368 renewal), as before; set through
 	// testhooks.NoSessionRenewal by the real-Kafka negative control too.
 	noSessionRenewal bool
+	noControlRenewal bool // only the control connection is not renewed
 }
