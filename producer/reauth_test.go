@@ -145,10 +145,11 @@ func runReauth(t *testing.T, rng *rand.Rand, sc reauthScenario) reauthResult {
 // metadata refreshed every 0.2-2.2 s, some runs with connection drops
 // injected at random) of about four lifetimes each. In every run each
 // record is written exactly once and in order with no error, and the
-// broker never closed a connection for an expired session, produce or
-// control (Metadata) connection: the producer renewed each one first (TestReauthNegativeControlControlConnection shows the control connection needs its own renewal). Without injected drops no
-// produce attempt was rejected and every disconnect was a renewal
-// (ErrSessionRenewal), several per run.
+// broker never closed a connection, produce or control (Metadata), for an
+// expired session: the producer renewed each one first. Without injected
+// drops no produce attempt was rejected and every disconnect was a
+// renewal (ErrSessionRenewal), several per run. The negative controls
+// below show each check failing without the renewal.
 func TestReauthRenewsBeforeSessionEnds(t *testing.T) {
 	seeds := 10
 	if testing.Short() {
