@@ -1,6 +1,9 @@
 package producer
 
 import (
+	"context"
+	"crypto/tls"
+	"log/slog"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -57,4 +60,25 @@ func TestMSKIAMProperties(t *testing.T) {
 	m["sasl.jaas.config"] = `software.amazon.msk.auth.iam.IAMLoginModule required awsProfileName="dev";`
 	_, err = NewFromProperties(m, SASL(mech))
 	require.ErrorContains(t, err, "config.WithSharedConfigProfile")
+}
+
+// TestMSKIAMWithoutTLSWarns: AWS_MSK_IAM without TLS logs one warning
+// (its signed login is replayable); with TLS none.
+func TestMSKIAMWithoutTLSWarns(t *testing.T) {
+	mech := aws.Auth{AccessKey: "AKID", SecretKey: "s"}.AsManagedStreamingIAMMechanism()
+	for _, withTLS := range []bool{false, true} {
+		h := &recordingHandler{}
+		opts := []Opt{BootstrapServers("127.0.0.1:1"), Logger(slog.New(h)), SASL(mech)}
+		if withTLS {
+			opts = append(opts, TLS(&tls.Config{}))
+		}
+		p, err := New(opts...)
+		require.NoError(t, err)
+		p.Close(context.Background())
+		want := 1
+		if withTLS {
+			want = 0
+		}
+		assert.Equal(t, want, h.count(slog.LevelWarn, "replay"), "TLS %v", withTLS)
+	}
 }

@@ -116,10 +116,18 @@ func (c *config) applySecurity() error {
 			return err
 		}
 	}
-	if c.sasl != nil && c.tls == nil && c.sasl.Name() == "PLAIN" && c.logger != nil {
+	if c.sasl != nil && c.tls == nil && c.logger != nil {
 		// Once per producer: New validates once.
-		c.logger.Warn("SASL PLAIN without TLS sends the password in clear text; use security.protocol=SASL_SSL or the TLS option",
-			"mechanism", "PLAIN")
+		switch c.sasl.Name() {
+		case "PLAIN":
+			c.logger.Warn("SASL PLAIN without TLS sends the password in clear text; use security.protocol=SASL_SSL or the TLS option",
+				"mechanism", "PLAIN")
+		case mskIAM:
+			// The payload is a request signed for 15 minutes: whoever
+			// reads it can log in as us until then.
+			c.logger.Warn("AWS_MSK_IAM without TLS sends a signed login that others can replay for 15 minutes in clear text; MSK's IAM listener needs security.protocol=SASL_SSL or the TLS option",
+				"mechanism", mskIAM)
+		}
 	}
 	return nil
 }
