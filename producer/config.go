@@ -53,6 +53,12 @@ type config struct {
 	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
 	hooks  hookSet // hooks.go
 
+	// Partitioner (partitioners.go): the typed option's value, else the
+	// one partitioner.class or partitioner names (nil = the default).
+	partitioner      Partitioner
+	partitionerClass func() Partitioner
+	partitionerName  func() Partitioner
+
 	// Test hooks, unexported on purpose.
 	unsafeFixedWindow int         // >0: ignore learned windows and the gate (negative controls)
 	regress           regressions // bugs brought back for negative controls (regress.go)
@@ -176,7 +182,7 @@ var properties = append([]property{
 		intSetter(0, math.MaxInt32, func(c *config, n int) { c.windowCap = n })},
 	{"longhaul.idle.rearm.ms", "300000", "after this long without an acknowledgement a partition sends one batch alone again (the broker may have expired our state); keep it below the brokers' producer.id.expiration.ms; 0 = never",
 		durationSetter(0, func(c *config, d time.Duration) { c.idleRearm = d })},
-}, securityProperties...)
+}, append(partitionerProperties, securityProperties...)...)
 
 func intSetter(lo, hi int, store func(*config, int)) func(*config, string) error {
 	return func(c *config, v string) error {
@@ -245,6 +251,9 @@ func (c *config) validate() error {
 			Reason: fmt.Sprintf("must be at least linger.ms + request.timeout.ms (%d)", (c.linger + c.requestTimeout).Milliseconds())}
 	}
 	if err := c.applySecurity(); err != nil {
+		return err
+	}
+	if err := c.resolvePartitioner(); err != nil {
 		return err
 	}
 	if c.retryBackoffMax < c.retryBackoff {

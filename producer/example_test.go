@@ -195,6 +195,8 @@ var propertyOnly = map[string]string{
 	"allow.auto.create.topics": "`Property`",
 	"partitioner.ignore.keys":  "`Property`",
 	"partitioner.adaptive.partitioning.enable": "`Property`",
+	"partitioner.class":                        "`Property`, or `RecordPartitioner`",
+	"partitioner":                              "`Property`, or `RecordPartitioner`",
 	"security.protocol":                        "`Property`, or `TLS`/`SASL`",
 	"sasl.mechanism":                           "`Property`, or `SASL`",
 	"sasl.jaas.config":                         "`Property`, or `SASL`",
