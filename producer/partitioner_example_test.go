@@ -7,6 +7,7 @@ import (
 	"log"
 
 	"github.com/longhaul-kafka/longhaul/producer"
+	"github.com/longhaul-kafka/longhaul/producer/producertest"
 )
 
 // A custom partitioner: keys "tenant/id" go by tenant, so one tenant's
@@ -14,7 +15,10 @@ import (
 // default sticky partition. Returning a partition the topic does not have,
 // or an error, fails only that record, with ErrInvalidRecord.
 func ExampleRecordPartitioner() {
-	c := startBroker() // topic "events", 2 partitions
+	c, err := producertest.Start(1, producertest.Topic{Name: "events", Partitions: 2, Window: 50})
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer c.Close()
 
 	byTenant := producer.PartitionerFunc(func(r *producer.Record, n int32) (int32, error) {
