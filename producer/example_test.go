@@ -13,17 +13,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/longhaul-kafka/longhaul/internal/broker"
 	"github.com/longhaul-kafka/longhaul/producer"
+	"github.com/longhaul-kafka/longhaul/producer/producertest"
 )
 
-// startBroker starts longhaul's embedded KIP-1269 broker, which stands in
-// for a Kafka cluster in these examples. Its topic "events" retains 50
-// batches per producer (producer.state.batches.to.retain=50).
-func startBroker() *broker.Cluster {
-	c, err := broker.Start(broker.Config{Topics: []broker.TopicConfig{
-		{Name: "events", Partitions: 2, Window: 50},
-	}})
+// startBroker starts a fake KIP-1269 cluster from package producertest,
+// which stands in for Kafka in these examples (and can in your tests). Its
+// topic "events" retains 50 batches per producer
+// (producer.state.batches.to.retain=50).
+func startBroker() *producertest.Cluster {
+	c, err := producertest.Start(1, producertest.Topic{Name: "events", Partitions: 2, Window: 50})
 	if err != nil {
 		log.Fatal(err)
 	}
