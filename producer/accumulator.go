@@ -200,6 +200,11 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) e
 			return fmt.Errorf("%w: topic %s has partitions 0..%d, asked for %d", ErrInvalidRecord, t.name, n-1, r.partition)
 		}
 		idx = r.partition
+	case p.cfg.partitioner != nil: // one nil check on the default path
+		var err error
+		if idx, err = placeWith(p.cfg.partitioner, t, r, n); err != nil {
+			return err
+		}
 	case r.Key != nil && !p.cfg.ignoreKeys:
 		idx = keyPartition(r.Key, n)
 	default:
@@ -254,7 +259,7 @@ func (p *Producer) sealLocked(ps *partitionState) {
 	}
 	ps.open = nil
 	ps.sealed = append(ps.sealed, b)
-	if b.records[0].rec.Key == nil || p.cfg.ignoreKeys {
+	if b.records[0].rec.Key == nil || p.cfg.ignoreKeys || p.cfg.partitioner != nil { // batchFull ignores a non-sticky ps
 		t := ps.topic
 		var queued func(int32) int
 		if p.cfg.adaptive {

@@ -33,6 +33,8 @@ type config struct {
 	retryBackoff       time.Duration
 	retryBackoffMax    time.Duration
 	compression        protocol.Codec
+	compressionLevels  map[protocol.Codec]int // compression.<codec>.level
+	compressionLevel   int                    // compression's level, set by validate
 	metadataMaxAge     time.Duration
 	maxBlock           time.Duration
 	metadataMaxIdle    time.Duration
@@ -52,6 +54,12 @@ type config struct {
 	logger *slog.Logger
 	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
 	hooks  hookSet // hooks.go
+
+	// Partitioner (partitioners.go): the typed option's value, else the
+	// one partitioner.class or partitioner names (nil = the default).
+	partitioner      Partitioner
+	partitionerClass func() Partitioner
+	partitionerName  func() Partitioner
 
 	// Test hooks, unexported on purpose.
 	unsafeFixedWindow int         // >0: ignore learned windows and the gate (negative controls)
@@ -142,6 +150,12 @@ var properties = append([]property{
 		c.compression = codec
 		return nil
 	}},
+	{"compression.gzip.level", "-1", "gzip level: 1 (fastest) to 9 (smallest), or -1 for the codec's default",
+		levelSetter(protocol.CodecGzip, protocol.GzipLevelMin, protocol.GzipLevelMax, protocol.GzipLevelDefault)},
+	{"compression.lz4.level", "9", "lz4 level: 1 to 17; 9, the default, is lz4's fast compressor, the others its high compressor (levels above 9 compress as 9)",
+		levelSetter(protocol.CodecLz4, protocol.Lz4LevelMin, protocol.Lz4LevelMax, protocol.Lz4LevelDefault)},
+	{"compression.zstd.level", "3", "zstd level: -131072 to 22 (in four steps here: below 3, 3-5, 6-9, 10 and up)",
+		levelSetter(protocol.CodecZstd, protocol.ZstdLevelMin, protocol.ZstdLevelMax, protocol.ZstdLevelDefault)},
 	{"metadata.max.age.ms", "300000", "metadata is refreshed at least this often, in ms",
 		durationSetter(1, func(c *config, d time.Duration) { c.metadataMaxAge = d })},
 	{"metadata.max.idle.ms", "300000", "a topic not produced to for this long, with nothing buffered, is left out of metadata requests, in ms",
@@ -176,7 +190,7 @@ var properties = append([]property{
 		intSetter(0, math.MaxInt32, func(c *config, n int) { c.windowCap = n })},
 	{"longhaul.idle.rearm.ms", "300000", "after this long without an acknowledgement a partition sends one batch alone again (the broker may have expired our state); keep it below the brokers' producer.id.expiration.ms; 0 = never",
 		durationSetter(0, func(c *config, d time.Duration) { c.idleRearm = d })},
-}, securityProperties...)
+}, append(partitionerProperties, securityProperties...)...)
 
 func intSetter(lo, hi int, store func(*config, int)) func(*config, string) error {
 	return func(c *config, v string) error {
@@ -185,6 +199,25 @@ func intSetter(lo, hi int, store func(*config, int)) func(*config, string) error
 			return fmt.Errorf("must be an integer between %d and %d", lo, hi)
 		}
 		store(c, int(n))
+		return nil
+	}
+}
+
+// levelSetter checks a compression level against the Java client's range
+// (lo..hi, or also def when def lies outside it, as gzip's -1 does).
+func levelSetter(codec protocol.Codec, lo, hi, def int) func(*config, string) error {
+	return func(c *config, v string) error {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || (n != def && (n < lo || n > hi)) {
+			if def < lo {
+				return fmt.Errorf("must be an integer between %d and %d, or %d", lo, hi, def)
+			}
+			return fmt.Errorf("must be an integer between %d and %d", lo, hi)
+		}
+		if c.compressionLevels == nil {
+			c.compressionLevels = map[protocol.Codec]int{}
+		}
+		c.compressionLevels[codec] = n
 		return nil
 	}
 }
@@ -245,6 +278,10 @@ func (c *config) validate() error {
 			Reason: fmt.Sprintf("must be at least linger.ms + request.timeout.ms (%d)", (c.linger + c.requestTimeout).Milliseconds())}
 	}
 	if err := c.applySecurity(); err != nil {
+		return err
+	}
+	c.compressionLevel = c.compressionLevels[c.compression] // 0 (none, snappy): no level
+	if err := c.resolvePartitioner(); err != nil {
 		return err
 	}
 	if c.retryBackoffMax < c.retryBackoff {

@@ -13,17 +13,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/longhaul-kafka/longhaul/internal/broker"
 	"github.com/longhaul-kafka/longhaul/producer"
+	"github.com/longhaul-kafka/longhaul/producer/producertest"
 )
 
-// startBroker starts longhaul's embedded KIP-1269 broker, which stands in
-// for a Kafka cluster in these examples. Its topic "events" retains 50
-// batches per producer (producer.state.batches.to.retain=50).
-func startBroker() *broker.Cluster {
-	c, err := broker.Start(broker.Config{Topics: []broker.TopicConfig{
-		{Name: "events", Partitions: 2, Window: 50},
-	}})
+// startBroker starts a fake KIP-1269 cluster from package producertest,
+// which stands in for Kafka in these examples (and can in your tests). Its
+// topic "events" retains 50 batches per producer
+// (producer.state.batches.to.retain=50).
+func startBroker() *producertest.Cluster {
+	c, err := producertest.Start(1, producertest.Topic{Name: "events", Partitions: 2, Window: 50})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -195,6 +194,11 @@ var propertyOnly = map[string]string{
 	"allow.auto.create.topics": "`Property`",
 	"partitioner.ignore.keys":  "`Property`",
 	"partitioner.adaptive.partitioning.enable": "`Property`",
+	"partitioner.class":                        "`Property`, or `RecordPartitioner`",
+	"compression.gzip.level":                   "`Property`",
+	"compression.lz4.level":                    "`Property`",
+	"compression.zstd.level":                   "`Property`",
+	"partitioner":                              "`Property`, or `RecordPartitioner`",
 	"security.protocol":                        "`Property`, or `TLS`/`SASL`",
 	"sasl.mechanism":                           "`Property`, or `SASL`",
 	"sasl.jaas.config":                         "`Property`, or `SASL`",

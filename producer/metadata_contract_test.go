@@ -8,8 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
 )
@@ -62,39 +60,4 @@ func TestAutoCreateTopics(t *testing.T) {
 	require.ErrorIs(t, err, ErrTopicMetadata)
 	assert.ErrorIs(t, err, kerr.UnknownTopicOrPartition)
 	assert.Empty(t, c.Records("not-created", 0))
-}
-
-// TestTopicAuthorizationFailsAtOnce: Metadata answers
-// TOPIC_AUTHORIZATION_FAILED for the topic; the record fails on that answer
-// (max.block.ms and delivery.timeout.ms are an hour, so only the answer can
-// end it within produceOne's minute) with ErrTopicMetadata naming the cause.
-func TestTopicAuthorizationFailsAtOnce(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "ok"))
-	require.NoError(t, err)
-	defer c.Close()
-	// Without KeepControl the handler answers once: the first Metadata
-	// request, which names only "secret"; later ones reach kfake.
-	c.ControlKey(int16(kmsg.Metadata), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		mr := req.(*kmsg.MetadataRequest)
-		for _, rt := range mr.Topics {
-			if rt.Topic != nil && *rt.Topic == "secret" {
-				resp := mr.ResponseKind().(*kmsg.MetadataResponse)
-				tp := kmsg.NewMetadataResponseTopic()
-				tp.Topic = rt.Topic
-				tp.ErrorCode = kerr.TopicAuthorizationFailed.Code
-				resp.Topics = append(resp.Topics, tp)
-				return resp, nil, true
-			}
-		}
-		return nil, nil, false
-	})
-	p, err := New(BootstrapServers(c.ListenAddrs()...), MaxBlock(time.Hour), DeliveryTimeout(2*time.Hour))
-	require.NoError(t, err)
-	defer p.Close(context.Background())
-	err = produceOne(t, p, &Record{Topic: "secret", Value: []byte("v")})
-	require.ErrorIs(t, err, ErrTopicMetadata)
-	assert.ErrorIs(t, err, kerr.TopicAuthorizationFailed)
-	assert.False(t, IsFateUnknown(err))
-	// The producer keeps working for other topics.
-	assert.NoError(t, produceOne(t, p, &Record{Topic: "ok", Value: []byte("v")}))
 }

@@ -80,7 +80,9 @@ func RetryBackoff(d time.Duration) Opt { return propOpt{"retry.backoff.ms", ms(d
 func RetryBackoffMax(d time.Duration) Opt { return propOpt{"retry.backoff.max.ms", ms(d)} }
 
 // Compression sets compression.type: none, gzip, snappy, lz4 or zstd.
-// Default none.
+// Default none. The level is a property, as in the Java client:
+// Property("compression.zstd.level", "6"), and likewise
+// compression.gzip.level and compression.lz4.level.
 func Compression(codec string) Opt { return propOpt{"compression.type", codec} }
 
 // MetadataMaxAge sets metadata.max.age.ms. Default 5 minutes.

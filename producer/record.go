@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"context"
 	"time"
 
 	"github.com/longhaul-kafka/longhaul/protocol"
@@ -29,6 +30,14 @@ type Record struct {
 	Headers []Header
 	// Timestamp is the record's create time; the zero value means now.
 	Timestamp time.Time
+
+	// Context is the caller's context for this record, carried unchanged
+	// to [HookRecordDone] and the callback, so that a tracing plugin can
+	// link the record's outcome to the caller's span (as kgo.Record's
+	// Context). The producer does not use it otherwise: Produce's ctx
+	// bounds the wait for buffer space, and a cancelled Context fails
+	// nothing. Nil is allowed.
+	Context context.Context
 
 	// Offset is the record's offset, set before a successful callback. It
 	// is -1 after a failure, and after a success when the broker

@@ -493,6 +493,7 @@ func (s *sender) takeBatch(ps *partitionState) *batch {
 			Compression:   s.cfg.compression,
 			// Uncompressed when compression does not make it smaller.
 			CompressIfSmaller: true,
+			CompressionLevel:  s.cfg.compressionLevel,
 		})
 		if err != nil {
 			// Only a codec failure can get here; the records stay safe

@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -104,30 +105,127 @@ type zstdDec struct {
 // reserve more than this.
 const zstdMaxWindow = 64 << 20
 
+// Encoder pools, one per distinct setting of the codec library, indexed as
+// gzipSlot, lz4Slot and zstdSlot map Kafka's levels.
 var (
-	gzipEncPool = sync.Pool{New: func() any {
-		e := new(gzipEnc)
-		e.w, _ = gzip.NewWriterLevel(nil, gzip.DefaultCompression)
-		return e
-	}}
-	// Kafka's Java producer writes LZ4 frames with 64 KiB blocks; small
-	// blocks also keep the encoder's buffers small.
-	lz4EncPool = sync.Pool{New: func() any {
-		e := new(lz4Enc)
-		e.w = lz4.NewWriter(nil)
-		_ = e.w.Apply(lz4.BlockSizeOption(lz4.Block64Kb))
-		return e
-	}}
-	// One encoder per pooled item with concurrency 1: EncodeAll on a shared
-	// encoder would serialise callers on its internal slots.
-	zstdEncPool = sync.Pool{New: func() any {
-		e, _ := zstd.NewWriter(nil,
-			zstd.WithEncoderConcurrency(1),
-			zstd.WithZeroFrames(true),
-			zstd.WithWindowSize(1<<20),
-		)
-		return e
-	}}
+	gzipEncPools [11]sync.Pool // flate levels -1 (default) .. 9
+	lz4EncPools  [10]sync.Pool // lz4.Fast, then Level1 .. Level9
+	zstdEncPools [5]sync.Pool  // zstd.EncoderLevel 1 .. 4
+)
+
+func init() {
+	for i := range gzipEncPools {
+		level := i - 1
+		gzipEncPools[i].New = func() any {
+			e := new(gzipEnc)
+			e.w, _ = gzip.NewWriterLevel(nil, level)
+			return e
+		}
+	}
+	for i := range lz4EncPools {
+		level := lz4.Fast
+		if i > 0 {
+			level = lz4.Level1 << (i - 1)
+		}
+		// Kafka's Java producer writes LZ4 frames with 64 KiB blocks;
+		// small blocks also keep the encoder's buffers small.
+		lz4EncPools[i].New = func() any {
+			e := new(lz4Enc)
+			e.w = lz4.NewWriter(nil)
+			_ = e.w.Apply(lz4.BlockSizeOption(lz4.Block64Kb), lz4.CompressionLevelOption(level))
+			return e
+		}
+	}
+	for i := range zstdEncPools {
+		level := zstd.EncoderLevel(i)
+		// One encoder per pooled item with concurrency 1: EncodeAll on a
+		// shared encoder would serialise callers on its internal slots.
+		zstdEncPools[i].New = func() any {
+			e, _ := zstd.NewWriter(nil,
+				zstd.WithEncoderConcurrency(1),
+				zstd.WithZeroFrames(true),
+				zstd.WithWindowSize(1<<20),
+				zstd.WithEncoderLevel(level),
+			)
+			return e
+		}
+	}
+}
+
+// Compression levels, with the Java client's meaning and ranges
+// (compression.gzip.level, compression.lz4.level, compression.zstd.level).
+// Level 0 means the codec's default for every codec.
+const (
+	GzipLevelDefault = -1      // java.util.zip.Deflater.DEFAULT_COMPRESSION
+	GzipLevelMin     = 1       // Deflater.BEST_SPEED
+	GzipLevelMax     = 9       // Deflater.BEST_COMPRESSION
+	Lz4LevelDefault  = 9       // Kafka's default: lz4's fast compressor
+	Lz4LevelMin      = 1       // other levels use the high compressor
+	Lz4LevelMax      = 17      // levels above 9 compress as 9 here (the library's highest)
+	ZstdLevelDefault = 3       // ZSTD_CLEVEL_DEFAULT
+	ZstdLevelMin     = -131072 // ZSTD_minCLevel
+	ZstdLevelMax     = 22      // ZSTD_MAX_CLEVEL
+)
+
+// ErrCompressionLevel is returned for a level outside the codec's range.
+var ErrCompressionLevel = errors.New("protocol: compression level out of range")
+
+func gzipSlot(level int) (int, error) {
+	switch {
+	case level == 0 || level == GzipLevelDefault:
+		return 0, nil
+	case level >= GzipLevelMin && level <= GzipLevelMax:
+		return level + 1, nil
+	}
+	return 0, fmt.Errorf("%w: gzip %d (want %d or %d..%d)", ErrCompressionLevel, level, GzipLevelDefault, GzipLevelMin, GzipLevelMax)
+}
+
+// lz4Slot maps Kafka's level to pierrec/lz4: the default, 9, is the fast
+// compressor as in Kafka's Lz4BlockOutputStream; any other level uses the
+// high compressor at that level, capped at the library's Level9.
+func lz4Slot(level int) (int, error) {
+	switch {
+	case level == 0 || level == Lz4LevelDefault:
+		return 0, nil
+	case level >= Lz4LevelMin && level <= Lz4LevelMax:
+		return min(level, 9), nil
+	}
+	return 0, fmt.Errorf("%w: lz4 %d (want %d..%d)", ErrCompressionLevel, level, Lz4LevelMin, Lz4LevelMax)
+}
+
+// zstdSlot maps a zstd level to klauspost/compress's four encoder levels
+// (zstd.EncoderLevelFromZstd: below 3 fastest, 3-5 default, 6-9 better,
+// 10 and up best).
+func zstdSlot(level int) (int, error) {
+	switch {
+	case level == 0:
+		return int(zstd.SpeedDefault), nil
+	case level >= ZstdLevelMin && level <= ZstdLevelMax:
+		return int(zstd.EncoderLevelFromZstd(level)), nil
+	}
+	return 0, fmt.Errorf("%w: zstd %d (want %d..%d)", ErrCompressionLevel, level, ZstdLevelMin, ZstdLevelMax)
+}
+
+// CheckCompressionLevel reports whether level is valid for codec c: its
+// Java range, or 0 (the default). Codecs without levels accept only 0.
+func CheckCompressionLevel(c Codec, level int) error {
+	var err error
+	switch c {
+	case CodecGzip:
+		_, err = gzipSlot(level)
+	case CodecLz4:
+		_, err = lz4Slot(level)
+	case CodecZstd:
+		_, err = zstdSlot(level)
+	default:
+		if level != 0 {
+			err = fmt.Errorf("%w: codec %d has no levels", ErrCompressionLevel, int8(c))
+		}
+	}
+	return err
+}
+
+var (
 	gzipDecPool = sync.Pool{New: func() any { return new(gzipDec) }}
 	lz4DecPool  = sync.Pool{New: func() any { return &lz4Dec{r: lz4.NewReader(nil)} }}
 	zstdDecPool = sync.Pool{New: func() any {
@@ -145,16 +243,28 @@ var (
 // block, which Kafka brokers accept alongside the xerial framing the Java
 // producer writes; lz4 is the LZ4 frame format Kafka requires. Safe for
 // concurrent use (encoders come from pools). On error dst is returned
-// unchanged in length.
+// unchanged in length. It is CompressLevel with level 0.
 func Compress(dst []byte, c Codec, src []byte) ([]byte, error) {
+	return CompressLevel(dst, c, 0, src)
+}
+
+// CompressLevel is [Compress] at a compression level with the Java
+// client's meaning (see [GzipLevelDefault] and the constants after it); 0
+// is the codec's default. A level outside the codec's range is an error
+// wrapping [ErrCompressionLevel] (see [CheckCompressionLevel]).
+func CompressLevel(dst []byte, c Codec, level int, src []byte) ([]byte, error) {
 	start := len(dst)
+	if err := CheckCompressionLevel(c, level); err != nil {
+		return dst, err
+	}
 	switch c {
 	case CodecNone:
 		return append(dst, src...), nil
 	case CodecGzip:
-		e := gzipEncPool.Get().(*gzipEnc)
+		slot, _ := gzipSlot(level)
+		e := gzipEncPools[slot].Get().(*gzipEnc)
 		dst, err := compressStream(dst, e.w, &e.aw, src)
-		gzipEncPool.Put(e)
+		gzipEncPools[slot].Put(e)
 		if err != nil {
 			return dst, fmt.Errorf("protocol: gzip: %w", err)
 		}
@@ -168,17 +278,19 @@ func Compress(dst []byte, c Codec, src []byte) ([]byte, error) {
 		out := s2.EncodeSnappy(dst[start:start+n], src)
 		return dst[:start+len(out)], nil
 	case CodecLz4:
-		e := lz4EncPool.Get().(*lz4Enc)
+		slot, _ := lz4Slot(level)
+		e := lz4EncPools[slot].Get().(*lz4Enc)
 		dst, err := compressStream(dst, e.w, &e.aw, src)
-		lz4EncPool.Put(e)
+		lz4EncPools[slot].Put(e)
 		if err != nil {
 			return dst, fmt.Errorf("protocol: lz4: %w", err)
 		}
 		return dst, nil
 	case CodecZstd:
-		e := zstdEncPool.Get().(*zstd.Encoder)
+		slot, _ := zstdSlot(level)
+		e := zstdEncPools[slot].Get().(*zstd.Encoder)
 		dst = e.EncodeAll(src, dst)
-		zstdEncPool.Put(e)
+		zstdEncPools[slot].Put(e)
 		return dst, nil
 	}
 	return dst, fmt.Errorf("%w: %d", ErrUnknownCodec, int8(c))

@@ -64,6 +64,9 @@ type BatchHeader struct {
 	BaseSequence int32
 	// Compression is the codec for the record bodies.
 	Compression Codec
+	// CompressionLevel is Compression's level, as for [CompressLevel]; 0
+	// is the codec's default.
+	CompressionLevel int
 	// CompressIfSmaller makes [BatchBuilder.BuildInPlace] send the records
 	// uncompressed (attributes say none) when compressing them with
 	// Compression does not make the batch smaller, as for records that are
@@ -223,8 +226,8 @@ func recordBodySize(tsDelta int64, offDelta int32, key, value []byte, headers []
 // (Castagnoli) over everything after the CRC field. The result never
 // aliases the builder, and the builder is left unchanged, so Build may run
 // again (for example with another codec). On error ([ErrEmptyBatch],
-// [ErrUnknownCodec], a compressor failure) dst is returned with its
-// original length.
+// [ErrUnknownCodec], [ErrCompressionLevel], a compressor failure) dst is
+// returned with its original length.
 func (b *BatchBuilder) Build(dst []byte, h BatchHeader) ([]byte, error) {
 	if err := b.check(h); err != nil {
 		return dst, err
@@ -232,7 +235,7 @@ func (b *BatchBuilder) Build(dst []byte, h BatchHeader) ([]byte, error) {
 	start := len(dst)
 	dst = b.appendHeader(dst, h)
 	var err error
-	dst, err = Compress(dst, h.Compression, b.records())
+	dst, err = CompressLevel(dst, h.Compression, h.CompressionLevel, b.records())
 	if err != nil {
 		return dst[:start], err
 	}

@@ -189,10 +189,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, rtt := range o.rtts {
 		for _, parts := range o.partitions {
 			for _, batch := range o.batches {
-				// Rounds alternate the clients (A B C A B C), so a
-				// change in machine load hits every client alike.
+				// Rounds alternate the clients and each round starts
+				// one client later (A B C, B C A, C A B), so a change
+				// in machine load hits every client alike and no
+				// client always runs first, against a colder broker.
 				for round := 1; round <= o.repeat; round++ {
-					for _, k := range o.clients {
+					for _, k := range roundOrder(o.clients, round) {
 						if ctx.Err() != nil {
 							return 1
 						}
@@ -600,4 +602,16 @@ func parseList[T any](s, name string, parse func(string) (T, error)) ([]T, error
 		return nil, fmt.Errorf("-%s: empty", name)
 	}
 	return out, nil
+}
+
+// roundOrder is clients rotated left by round-1: round 1 keeps the given
+// order, round 2 starts with the second client, and so on.
+func roundOrder[T any](clients []T, round int) []T {
+	if len(clients) == 0 {
+		return nil
+	}
+	k := (round - 1) % len(clients)
+	out := make([]T, 0, len(clients))
+	out = append(out, clients[k:]...)
+	return append(out, clients[:k]...)
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestQuick runs the few-second smoke matrix, so the program cannot rot:
@@ -155,4 +157,14 @@ func TestProcCPU(t *testing.T) {
 	if got := procCPU(-1); got != -1 {
 		t.Fatalf("procCPU(-1) = %v, want -1", got)
 	}
+}
+
+func TestRoundOrderRotatesSoEveryClientLeadsOnce(t *testing.T) {
+	clients := []string{"a", "b", "c"}
+	require.Equal(t, []string{"a", "b", "c"}, roundOrder(clients, 1))
+	require.Equal(t, []string{"b", "c", "a"}, roundOrder(clients, 2))
+	require.Equal(t, []string{"c", "a", "b"}, roundOrder(clients, 3))
+	require.Equal(t, []string{"a", "b", "c"}, roundOrder(clients, 4))
+	require.Equal(t, []string{"a", "b", "c"}, clients, "the configured order is not changed")
+	require.Empty(t, roundOrder([]string(nil), 2))
 }

@@ -30,10 +30,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/longhaul-kafka/longhaul/internal/broker"
 	"github.com/longhaul-kafka/longhaul/internal/cli"
 	"github.com/longhaul-kafka/longhaul/internal/topicadmin"
 	"github.com/longhaul-kafka/longhaul/producer"
+	"github.com/longhaul-kafka/longhaul/producer/producertest"
 )
 
 func main() { cli.Main(run) }
@@ -195,8 +195,7 @@ func (r *offsetRange) add(off int64) *offsetRange {
 // stop shuts down what was started.
 func connectTo(ctx context.Context, o options, stdout io.Writer) (bootstrap []string, stop func(), err error) {
 	if o.bootstrap == "" {
-		c, err := broker.Start(broker.Config{Topics: []broker.TopicConfig{
-			{Name: o.topic, Partitions: int32(o.partitions), Window: o.window}}})
+		c, err := producertest.Start(1, producertest.Topic{Name: o.topic, Partitions: int32(o.partitions), Window: o.window})
 		if err != nil {
 			return nil, nil, fmt.Errorf("start embedded broker: %w", err)
 		}

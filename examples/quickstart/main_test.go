@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/longhaul-kafka/longhaul/internal/broker"
 	"github.com/longhaul-kafka/longhaul/internal/cli"
 	"github.com/longhaul-kafka/longhaul/internal/cli/clitest"
+	"github.com/longhaul-kafka/longhaul/producer/producertest"
 )
 
 func TestBadFlagsExit2(t *testing.T) {
@@ -73,11 +73,7 @@ func TestEmbeddedRunPrintsOffsetsAndWindows(t *testing.T) {
 }
 
 func TestBootstrapServerCreatesTopic(t *testing.T) {
-	c, err := broker.Start(broker.Config{Nodes: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := producertest.NewCluster(t, 2)
 	var out, errb bytes.Buffer
 	args := []string{"--bootstrap-server", c.Addr(), "--topic", "qs", "--records", "300", "--partitions", "2"}
 	if code := run(context.Background(), args, &out, &errb); code != 0 {
