@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -112,6 +113,9 @@ func runJavaCase(ctx context.Context, kt *kafkaTarget, o options, rtt time.Durat
 			"compression.type":                      "none",
 		},
 	}
+	if o.rate > 0 {
+		return runJavaOpenLoop(ctx, kt, o, perf, rtt, res)
+	}
 	jp, err := kt.c.StartJavaPerf(perf.Args(kt.c)...)
 	if err != nil {
 		return res, err
@@ -186,5 +190,55 @@ func runJavaCase(ctx context.Context, kt *kafkaTarget, o options, rtt time.Durat
 			res.brokerPerG = (end.brokerCPU - start.brokerCPU).Seconds() / (payload / 1e9)
 		}
 	}
+	return res, nil
+}
+
+// runJavaOpenLoop is runJavaCase under --rate: ProducerPerformance offers
+// the rate itself (--throughput) for warm-up + duration worth of records
+// and reports latency over the records after the warm-up (its " steady
+// state" line, --warmup-records). Its latency starts when send() is
+// called, not at the intended send time: time send() spends blocked on a
+// full buffer.memory is not counted, so its percentiles are a lower bound
+// once it falls behind the offered rate (served MB/s then shows that).
+// Client CPU is not reported: the JVM's start would be in it.
+func runJavaOpenLoop(ctx context.Context, kt *kafkaTarget, o options, perf kafkatest.JavaPerf, rtt time.Duration, res result) (result, error) {
+	warm := o.warmup
+	if warm == 0 {
+		warm = max(time.Second, 6*rtt)
+	}
+	perf.Throughput = int64(math.Round(o.rate))
+	perf.WarmupRecords = max(1, int64(o.rate*warm.Seconds()))
+	perf.NumRecords = perf.WarmupRecords + max(1, int64(o.rate*o.duration.Seconds()))
+	jp, err := kt.c.StartJavaPerf(perf.Args(kt.c)...)
+	if err != nil {
+		return res, err
+	}
+	defer jp.Stop()
+	deadline := time.Now().Add(warm + o.duration + 3*time.Minute) // JVM start and the last acks
+	for {
+		if done, err := jp.Exited(); done {
+			if err != nil {
+				return res, err
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			return res, fmt.Errorf("ProducerPerformance still running %v after it should have finished", time.Since(deadline.Add(-3*time.Minute)))
+		}
+		sleep(ctx, 100*time.Millisecond)
+	}
+	s, err := kafkatest.ParsePerfSteadyState(jp.Stop())
+	if err != nil {
+		return res, fmt.Errorf("ProducerPerformance: %w", err)
+	}
+	res.records = s.Records
+	res.recsPerSec = s.RecordsPerSec
+	res.seconds = float64(s.Records) / s.RecordsPerSec
+	res.mbps = s.RecordsPerSec * float64(o.recordSize) / 1e6
+	res.p50, res.p99, res.p999 = s.P50, s.P99, s.P999
+	res.cpuPerGB, res.brokerPerG = -1, -1
 	return res, nil
 }

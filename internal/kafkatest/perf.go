@@ -25,6 +25,9 @@ type JavaPerf struct {
 	RecordSize int    // bytes per record value; required, > 0
 	// Throughput caps records/s; 0 means unthrottled (-1 to the tool).
 	Throughput int64
+	// WarmupRecords, if > 0, are the first records left out of a second,
+	// " steady state" summary line (KIP-1052; Kafka 3.9 and later).
+	WarmupRecords int64
 	// Bootstrap is bootstrap.servers; "" means the cluster's direct
 	// listeners. Use [Cluster.ProxiedBootstrap] to go through the proxies.
 	Bootstrap string
@@ -57,8 +60,11 @@ func (p JavaPerf) Args(c *Cluster) []string {
 		"--num-records", strconv.FormatInt(p.NumRecords, 10),
 		"--record-size", strconv.Itoa(p.RecordSize),
 		"--throughput", strconv.FormatInt(tput, 10),
-		"--producer-props",
 	}
+	if p.WarmupRecords > 0 {
+		args = append(args, "--warmup-records", strconv.FormatInt(p.WarmupRecords, 10))
+	}
+	args = append(args, "--producer-props")
 	for _, k := range slicesSortedKeys(props) {
 		args = append(args, k+"="+props[k])
 	}
@@ -120,6 +126,22 @@ func ParsePerfSummary(out string) (PerfSummary, error) {
 			break
 		}
 	}
+	return parsePerfMatch(m)
+}
+
+// ParsePerfSteadyState returns the " steady state" summary line that a run
+// with [JavaPerf.WarmupRecords] prints after the whole-run one: the
+// records after the warm-up only. [ErrNoSummary] if there is none.
+func ParsePerfSteadyState(out string) (PerfSummary, error) {
+	for _, m := range slices.Backward(perfSummaryRE.FindAllStringSubmatch(out, -1)) {
+		if m[2] == " steady state" {
+			return parsePerfMatch(m)
+		}
+	}
+	return PerfSummary{}, ErrNoSummary
+}
+
+func parsePerfMatch(m []string) (PerfSummary, error) {
 	var s PerfSummary
 	var err error
 	s.Records, err = strconv.ParseInt(m[1], 10, 64)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -173,6 +175,26 @@ func TestParsePerfSummary(t *testing.T) {
 	if _, err := ParsePerfSummary(strings.SplitN(perfOutput, "\n", 2)[0]); !errors.Is(err, ErrNoSummary) {
 		t.Fatalf("progress line alone: %v, want ErrNoSummary", err)
 	}
+}
+
+func TestParsePerfSteadyState(t *testing.T) {
+	warm := perfOutput + "90000 steady state records sent, 20000.000000 records/sec (1.91 MB/sec), 5.00 ms avg latency, 30.00 ms max latency, 3 ms 50th, 11 ms 95th, 20 ms 99th, 29 ms 99.9th.\n"
+	s, err := ParsePerfSteadyState(warm)
+	require.NoError(t, err)
+	assert.Equal(t, PerfSummary{
+		Records: 90000, Qualifier: " steady state", RecordsPerSec: 20000, MBPerSec: 1.91,
+		AvgLatency: 5 * time.Millisecond, MaxLatency: 30 * time.Millisecond,
+		P50: 3 * time.Millisecond, P95: 11 * time.Millisecond, P99: 20 * time.Millisecond, P999: 29 * time.Millisecond,
+	}, s)
+	_, err = ParsePerfSteadyState(perfOutput)
+	assert.ErrorIs(t, err, ErrNoSummary, "a run without --warmup-records has no steady-state line")
+}
+
+func TestJavaPerfArgsWarmup(t *testing.T) {
+	c := &Cluster{nodes: []*node{{directAddr: "127.0.0.1:9"}}}
+	got := strings.Join(JavaPerf{Topic: "t", NumRecords: 10, RecordSize: 100, Throughput: 5, WarmupRecords: 4}.Args(c), " ")
+	assert.Equal(t, "--topic t --num-records 10 --record-size 100 --throughput 5 --warmup-records 4 --producer-props acks=all bootstrap.servers=127.0.0.1:9 enable.idempotence=true", got,
+		"--warmup-records goes before --producer-props, which takes every argument after it")
 }
 
 func TestJavaPerfArgs(t *testing.T) {
