@@ -19,6 +19,10 @@
 //   - the log holds the stream's records in produce order ([Reorder]) and
 //     nothing the stream did not send ([Stray]).
 //
+// A partition whose topic was deleted and created again has one log per
+// incarnation ([Incarnations]): each is held to the rules on its own, and
+// "in the log" means in any of them.
+//
 // The negative controls of every user's check live in this package's
 // tests: each rule is shown failing on a doctored log.
 package logcheck
@@ -163,6 +167,18 @@ func (r *Result) add(o Result, prefix string) {
 // Stream checks one stream: sent in produce order against log in offset
 // order. It reports every violation, not only the first.
 func Stream(sent []Sent, log []Entry) Result {
+	return Incarnations(sent, [][]Entry{log})
+}
+
+// Incarnations checks one stream against the logs of every incarnation
+// of its partition, oldest first: the topic was deleted and created again
+// while the stream was produced. Each log is checked on its own for
+// duplicates, order and strays; a record counts as in the log when it is
+// in any of them, since an Acked record is gone with a deleted
+// incarnation and a record written to the old one without an ack may be
+// written again to the new one. Messages about a log other than the last
+// name it ("in deleted incarnation N").
+func Incarnations(sent []Sent, logs [][]Entry) Result {
 	var r Result
 	bad := func(k Kind, format string, args ...any) {
 		r.Violations = append(r.Violations, Violation{Kind: k, Msg: fmt.Sprintf(format, args...)})
@@ -175,44 +191,58 @@ func Stream(sent []Sent, log []Entry) Result {
 		}
 		pos[string(s.Value)] = i
 	}
-	found := make([]int, len(sent))
-	latest := -1 // produce position of the latest record found so far
-	for _, e := range log {
-		j, ok := pos[string(e.Value)]
-		if !ok {
-			bad(Stray, "offset %d holds %q, never produced", e.Offset, e.Value)
-			continue
+	anywhere := make([]bool, len(sent)) // found in some incarnation
+	found := make([]int, len(sent))     // times found in the current one
+	total := 0                          // records in all logs
+	for inc, log := range logs {
+		where := ""
+		if inc < len(logs)-1 {
+			where = fmt.Sprintf(" in deleted incarnation %d", inc)
 		}
-		s := sent[j]
-		if found[j]++; found[j] > 1 {
-			bad(Duplicate, "%q (produced #%d) again at offset %d", e.Value, j, e.Offset)
-			continue
-		}
-		if j < latest {
-			bad(Reorder, "%q (produced #%d) at offset %d after %q (produced #%d)", e.Value, j, e.Offset, sent[latest].Value, latest)
-		}
-		latest = max(latest, j)
-		switch s.Outcome {
-		case Acked:
-			if s.HasOffset && s.Offset != e.Offset {
-				bad(OffsetMismatch, "%q (produced #%d): callback said offset %d, log has %d", e.Value, j, s.Offset, e.Offset)
+		clear(found)
+		total += len(log)
+		latest := -1 // produce position of the latest record found so far
+		for _, e := range log {
+			j, ok := pos[string(e.Value)]
+			if !ok {
+				bad(Stray, "offset %d%s holds %q, never produced", e.Offset, where, e.Value)
+				continue
 			}
-		case NotWritten:
-			bad(Written, "%q (produced #%d) at offset %d was reported as not written", e.Value, j, e.Offset)
-		case OrderLost:
-			bad(Written, "%q (produced #%d) at offset %d failed with ErrOrderLost", e.Value, j, e.Offset)
+			s := sent[j]
+			if found[j]++; found[j] > 1 {
+				bad(Duplicate, "%q (produced #%d) again at offset %d%s", e.Value, j, e.Offset, where)
+				continue
+			}
+			if j < latest {
+				bad(Reorder, "%q (produced #%d) at offset %d%s after %q (produced #%d)", e.Value, j, e.Offset, where, sent[latest].Value, latest)
+			}
+			latest = max(latest, j)
+			if anywhere[j] {
+				continue // judged where first found
+			}
+			anywhere[j] = true
+			switch s.Outcome {
+			case Acked:
+				if s.HasOffset && s.Offset != e.Offset {
+					bad(OffsetMismatch, "%q (produced #%d): callback said offset %d, log has %d%s", e.Value, j, s.Offset, e.Offset, where)
+				}
+			case NotWritten:
+				bad(Written, "%q (produced #%d) at offset %d%s was reported as not written", e.Value, j, e.Offset, where)
+			case OrderLost:
+				bad(Written, "%q (produced #%d) at offset %d%s failed with ErrOrderLost", e.Value, j, e.Offset, where)
+			}
 		}
 	}
 	for j, s := range sent {
 		switch {
 		case s.Outcome == Acked:
 			r.Acked++
-			if found[j] == 0 {
-				bad(Lost, "acknowledged %q (produced #%d) missing (log holds %d records)", s.Value, j, len(log))
+			if !anywhere[j] {
+				bad(Lost, "acknowledged %q (produced #%d) missing (log holds %d records)", s.Value, j, total)
 			}
 		case s.Outcome == NotWritten || s.Outcome == OrderLost:
 			r.NotWritten++
-		case found[j] > 0:
+		case anywhere[j]:
 			r.MaybePresent++
 		default:
 			r.MaybeAbsent++

@@ -115,6 +115,53 @@ func TestPartitions(t *testing.T) {
 	require.NoError(t, r.Err())
 }
 
+// TestIncarnations is the negative control of the chaos test's check of
+// a topic deleted and created again: each incarnation's log is held to
+// the rules on its own, and a record counts as written when it is in any
+// of them. Each legal pair of logs passes; each doctored one is reported
+// with the rule it breaks, and a message about the old log names it.
+func TestIncarnations(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		sent     []Sent
+		old, cur []string
+		want     Kind   // 0: must pass
+		rep      Result // counts when it passes
+		where    string // in the message when it fails
+	}{
+		{name: "acked gone with the old topic", sent: spec("a", "b", "c"), old: []string{"a", "b"}, cur: []string{"c"}, rep: Result{Acked: 3}},
+		{name: "written again to the new topic", sent: spec("a", "b?", "c"), old: []string{"a", "b"}, cur: []string{"b", "c"}, rep: Result{Acked: 2, MaybePresent: 1}},
+		{name: "order starts over", sent: spec("a", "b", "c"), old: []string{"b", "c"}, cur: []string{"a"}, rep: Result{Acked: 3}},
+		{name: "nothing before the deletion", sent: spec("a"), old: nil, cur: []string{"a"}, rep: Result{Acked: 1}},
+		{name: "duplicate in the old log", sent: spec("a", "b"), old: []string{"a", "a"}, cur: []string{"b"}, want: Duplicate, where: "deleted incarnation 0"},
+		{name: "duplicate in the new log", sent: spec("a", "b?"), old: []string{"a", "b"}, cur: []string{"b", "b"}, want: Duplicate},
+		{name: "reordered in the old log", sent: spec("a", "b"), old: []string{"b", "a"}, cur: nil, want: Reorder, where: "deleted incarnation 0"},
+		{name: "lost in both", sent: spec("a", "b"), old: []string{"a"}, cur: nil, want: Lost},
+		{name: "not written, in the old log", sent: spec("a", "b!"), old: []string{"a", "b"}, cur: nil, want: Written, where: "deleted incarnation 0"},
+		{name: "order lost, in the new log", sent: spec("a", "b~"), old: []string{"a"}, cur: []string{"b"}, want: Written},
+		{name: "stray in the old log", sent: spec("a"), old: []string{"z"}, cur: []string{"a"}, want: Stray, where: "deleted incarnation 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Incarnations(tc.sent, [][]Entry{logOf(tc.old...), logOf(tc.cur...)})
+			if tc.want == 0 {
+				require.NoError(t, r.Err())
+				assert.Equal(t, tc.rep, r)
+				return
+			}
+			require.Error(t, r.Err())
+			assert.Positive(t, r.Count(tc.want), "violations: %v", r.Messages())
+			assert.Contains(t, r.Err().Error(), tc.want.String())
+			if tc.where != "" {
+				assert.Contains(t, r.Err().Error(), tc.where)
+			} else {
+				assert.NotContains(t, r.Err().Error(), "incarnation")
+			}
+		})
+	}
+	// One log is Stream.
+	assert.Equal(t, Stream(spec("a", "b"), logOf("b", "a")), Incarnations(spec("a", "b"), [][]Entry{logOf("b", "a")}))
+}
+
 // TestResultErr shows Err names the first violation and counts the rest.
 func TestResultErr(t *testing.T) {
 	r := Stream(spec("a", "b", "c"), logOf("c", "b"))
