@@ -1,8 +1,11 @@
 package soak
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
+	"github.com/longhaul-kafka/longhaul/internal/logcheck"
 	"github.com/longhaul-kafka/longhaul/producer"
 )
 
@@ -225,28 +229,29 @@ func encodeValue(producerIdx int, seq uint64, size int) []byte {
 	return v
 }
 
-// decodeValue is encodeValue's inverse.
-func decodeValue(v []byte) (producerIdx int, seq uint64, ok bool) {
+// decodeValue is encodeValue's inverse; n is the length of the identity,
+// the value up to and including the second '/'.
+func decodeValue(v []byte) (producerIdx int, seq uint64, n int, ok bool) {
 	var nums [2]uint64
 	k, digits := 0, 0
-	for _, c := range v {
+	for i, c := range v {
 		if c == '/' {
 			if digits == 0 {
-				return 0, 0, false
+				return 0, 0, 0, false
 			}
 			if k++; k == 2 {
-				return int(nums[0]), nums[1], nums[0] < 1<<16
+				return int(nums[0]), nums[1], i + 1, nums[0] < 1<<16
 			}
 			digits = 0
 			continue
 		}
 		if c < '0' || c > '9' || digits > 18 {
-			return 0, 0, false
+			return 0, 0, 0, false
 		}
 		nums[k] = nums[k]*10 + uint64(c-'0')
 		digits++
 	}
-	return 0, 0, false
+	return 0, 0, 0, false
 }
 
 // tp names a partition.
@@ -278,12 +283,17 @@ func (c *counts) problem(format string, args ...any) {
 
 // checkRecords checks the books against the partitions read back. It
 // expects every producer closed (no callback still to come).
+//
+// The log check is logcheck's: a stream is one producer's records to one
+// partition (the one its callback reported, else its key's), and each
+// partition's log is split among the producers by the value's prefix. A
+// record found in another partition or topic than its stream's is a bad
+// offset and is left out of the log check (an acked one is then also
+// lost from its own partition).
 func checkRecords(books []*book, topics []string, logs map[tp][]logRecord) counts {
 	var c counts
-	seen := make([][]uint8, len(books))
 	for i, b := range books {
 		b.mu.Lock()
-		seen[i] = make([]uint8, len(b.recs))
 		for _, e := range b.errs {
 			c.problem("producer %d: unexplained failure %s", i, e)
 		}
@@ -302,51 +312,40 @@ func checkRecords(books []*book, topics []string, logs map[tp][]logRecord) count
 	for i, t := range topics {
 		topicIdx[t] = uint8(i)
 	}
-	for where, log := range logs {
-		last := make([]int64, len(books))
-		for i := range last {
-			last[i] = -1
-		}
-		for _, lr := range log {
-			pi, seq, ok := decodeValue(lr.Value)
+	// The log of each stream; values are sliced to their identity, the
+	// "producer/seq/" prefix, so nothing is copied.
+	entries := map[streamKey][]logcheck.Entry{}
+	wheres := make([]tp, 0, len(logs))
+	for where := range logs {
+		wheres = append(wheres, where)
+	}
+	slices.SortFunc(wheres, func(a, b tp) int { return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.part, b.part)) })
+	for _, where := range wheres {
+		ti, known := topicIdx[where.topic]
+		for _, lr := range logs[where] {
+			pi, seq, n, ok := decodeValue(lr.Value)
 			if !ok || pi >= len(books) || seq >= uint64(len(books[pi].recs)) {
 				c.foreign++
 				c.problem("%s[%d] offset %d: record not written by the soak", where.topic, where.part, lr.Offset)
 				continue
 			}
 			st := &books[pi].recs[seq]
-			if seen[pi][seq] < 255 {
-				seen[pi][seq]++
-			}
-			if seen[pi][seq] > 1 {
-				c.dup++
-				c.problem("%s[%d] offset %d: producer %d seq %d is in the log again (status %d)", where.topic, where.part, lr.Offset, pi, seq, st.status)
+			at := streamKey{pi, ti, where.part}
+			if sk := streamOf(pi, st); !known || sk != at {
+				c.badOffset++
+				c.problem("%s[%d] offset %d: producer %d seq %d was produced to %s[%d]", where.topic, where.part, lr.Offset, pi, seq, topics[sk.topic], sk.part)
 				continue
 			}
-			if int64(seq) <= last[pi] {
-				c.reorder++
-				c.problem("%s[%d] offset %d: producer %d seq %d after seq %d", where.topic, where.part, lr.Offset, pi, seq, last[pi])
-			}
-			last[pi] = max(last[pi], int64(seq))
-			if topicIdx[where.topic] != st.topic {
-				c.badOffset++
-				c.problem("%s[%d] offset %d: producer %d seq %d was produced to %s", where.topic, where.part, lr.Offset, pi, seq, topics[st.topic])
-			}
-			switch st.status {
-			case stAcked:
-				if st.part != where.part || st.offset >= 0 && st.offset != lr.Offset {
-					c.badOffset++
-					c.problem("producer %d seq %d: callback said [%d]@%d, log has %s[%d]@%d", pi, seq, st.part, st.offset, where.topic, where.part, lr.Offset)
-				}
-			case stFailedKnown:
-				c.phantom++
-				c.problem("%s[%d] offset %d: producer %d seq %d failed without FateUnknown but is in the log", where.topic, where.part, lr.Offset, pi, seq)
-			}
+			entries[at] = append(entries[at], logcheck.Entry{Value: lr.Value[:n], Offset: lr.Offset})
 		}
 	}
+	// The records of each stream, in produce order.
+	sent := map[streamKey][]uint64{}
 	for pi, b := range books {
 		for seq := range b.recs {
 			st := &b.recs[seq]
+			sk := streamOf(pi, st)
+			sent[sk] = append(sent[sk], uint64(seq))
 			if st.calls != 1 {
 				c.badCallbacks++
 				c.problem("producer %d seq %d: callback ran %d times", pi, seq, st.calls)
@@ -356,10 +355,6 @@ func checkRecords(books []*book, topics []string, logs map[tp][]logRecord) count
 				c.pending++
 			case stAcked:
 				c.acked++
-				if seen[pi][seq] == 0 {
-					c.lost++
-					c.problem("producer %d seq %d: acknowledged at %s[%d]@%d but not in the log", pi, seq, topics[st.topic], st.part, st.offset)
-				}
 			case stFailedUnknown:
 				c.failed++
 				c.fateUnknown++
@@ -371,7 +366,59 @@ func checkRecords(books []*book, topics []string, logs map[tp][]logRecord) count
 			}
 		}
 	}
+	streams := slices.Collect(maps.Keys(sent))
+	for sk := range entries {
+		if _, ok := sent[sk]; !ok {
+			streams = append(streams, sk)
+		}
+	}
+	slices.SortFunc(streams, func(a, b streamKey) int {
+		return cmp.Or(cmp.Compare(a.prod, b.prod), cmp.Compare(a.topic, b.topic), cmp.Compare(a.part, b.part))
+	})
+	for _, sk := range streams {
+		seqs := sent[sk]
+		ss := make([]logcheck.Sent, len(seqs))
+		for i, seq := range seqs {
+			st := &books[sk.prod].recs[seq]
+			ss[i] = logcheck.Sent{Value: encodeValue(sk.prod, seq, 0), Outcome: logcheck.FateUnknown}
+			switch st.status {
+			case stAcked:
+				ss[i].Outcome = logcheck.Acked
+				ss[i].Offset, ss[i].HasOffset = st.offset, st.offset >= 0
+			case stFailedKnown:
+				ss[i].Outcome = logcheck.NotWritten
+			}
+		}
+		r := logcheck.Stream(ss, entries[sk])
+		c.lost += r.Count(logcheck.Lost)
+		c.dup += r.Count(logcheck.Duplicate)
+		c.reorder += r.Count(logcheck.Reorder)
+		c.phantom += r.Count(logcheck.Written)
+		c.badOffset += r.Count(logcheck.OffsetMismatch)
+		c.foreign += r.Count(logcheck.Stray) + r.Count(logcheck.NotUnique)
+		for _, v := range r.Violations {
+			c.problem("producer %d %s[%d]: %v", sk.prod, topics[sk.topic], sk.part, v)
+		}
+	}
 	return c
+}
+
+// streamKey names one producer's records to one partition.
+type streamKey struct {
+	prod  int
+	topic uint8
+	part  int32
+}
+
+// streamOf returns the stream of producer pi's record st: the partition
+// its callback reported, else (no callback, or one before the record was
+// placed) its key's.
+func streamOf(pi int, st *recState) streamKey {
+	part := st.part
+	if part < 0 {
+		part = int32(st.home)
+	}
+	return streamKey{pi, st.topic, part}
 }
 
 // checkCodes counts the failures whose broker error code was never

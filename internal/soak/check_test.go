@@ -20,13 +20,14 @@ func TestValueRoundTrip(t *testing.T) {
 		seq  uint64
 		size int
 	}{{0, 0, 0}, {3, 12345, 100}, {63, 1 << 40, 24}} {
-		p, seq, ok := decodeValue(encodeValue(tc.p, tc.seq, tc.size))
-		if !ok || p != tc.p || seq != tc.seq {
-			t.Errorf("%+v: got %d %d %v", tc, p, seq, ok)
+		v := encodeValue(tc.p, tc.seq, tc.size)
+		p, seq, n, ok := decodeValue(v)
+		if !ok || p != tc.p || seq != tc.seq || string(v[:n]) != string(encodeValue(tc.p, tc.seq, 0)) {
+			t.Errorf("%+v: got %d %d %d %v", tc, p, seq, n, ok)
 		}
 	}
 	for _, bad := range []string{"", "x", "1/", "/1/", "1/x/", "99999999999999999999/1/"} {
-		if _, _, ok := decodeValue([]byte(bad)); ok {
+		if _, _, _, ok := decodeValue([]byte(bad)); ok {
 			t.Errorf("%q decoded", bad)
 		}
 	}

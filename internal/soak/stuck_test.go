@@ -60,6 +60,21 @@ func TestWrongPartitionCaught(t *testing.T) {
 	assert.Equal(t, 1, c.badOffset, c.problems)
 }
 
+// TestMisplacedRecordCaught: a record found in another partition than
+// the one its callback reported is a bad offset, and, acked, lost from its
+// own partition; in its own partition it passes.
+func TestMisplacedRecordCaught(t *testing.T) {
+	b := &book{}
+	seq := b.add(0, 1, 0)
+	b.done(seq, okRecord(1), nil, []string{"t"})
+	log := []logRecord{{Offset: 0, Value: encodeValue(0, seq, 30)}}
+	c := checkRecords([]*book{b}, []string{"t"}, map[tp][]logRecord{{"t", 1}: log})
+	require.Empty(t, c.problems)
+	c = checkRecords([]*book{b}, []string{"t"}, map[tp][]logRecord{{"t", 0}: log})
+	assert.Equal(t, 1, c.badOffset, c.problems)
+	assert.Equal(t, 1, c.lost, c.problems)
+}
+
 // TestMurmur2 checks the soak's partition prediction against the values of
 // Kafka's UtilsTest.testMurmur2; the soak itself checks it against the
 // producer's placement of every record (TestWrongPartitionCaught).
