@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
+	"github.com/longhaul-kafka/longhaul/internal/logcheck"
 	"github.com/longhaul-kafka/longhaul/internal/memnet"
 )
 
@@ -242,62 +243,82 @@ func collectOutcome(c *broker.Cluster, topic string, partitions int32, ls ...*le
 // every violation (none: the promise held):
 //   - every record got exactly one callback;
 //   - callbacks ran in produce order within each producer's partition;
-//   - every record acknowledged OK is in the log exactly once (lost, dup);
-//   - no record of ours is in the log twice, and each producer's records
-//     are in the log in produce order (reorder);
-//   - a failed record not marked FateUnknown, and any ErrOrderLost
-//     record, is not in the log.
+//   - the log holds each producer's partition as logcheck requires of
+//     the callbacks' outcomes: every record acknowledged OK exactly once
+//     (lost, dup), none twice, in produce order (reorder), and no record
+//     failed without FateUnknown, or with ErrOrderLost (cause).
 //
-// When the topic was deleted and created again (outcome.gone), each
-// incarnation's log is checked for dups and order on its own, and "in the
-// log" means in any of them: a record acked before the deletion is gone
-// with the topic, and one written to the old topic without an ack may be
-// written again to the new one.
+// When the topic was deleted and created again (outcome.gone), the logs
+// are checked as incarnations (logcheck.Incarnations): each for dups and
+// order on its own, and "in the log" means in any of them, since a record
+// acked before the deletion is gone with the topic, and one written to the
+// old topic without an ack may be written again to the new one.
 func checkOutcome(o outcome) []string {
-	var v []string
-	seen := map[recKey]int{} // over all incarnations
-	for inc, logs := range append(append([]map[int32][]logEntry(nil), o.gone...), o.logs) {
-		where := ""
-		if inc < len(o.gone) {
-			where = fmt.Sprintf(" of deleted incarnation %d", inc)
-		}
-		here := map[recKey]int{}
-		for part, entries := range logs {
-			last := map[string]int{}
+	type streamKey struct {
+		prod string
+		part int32
+	}
+	sent := map[streamKey][]recKey{}
+	for k := range o.results {
+		sk := streamKey{k.prod, k.part}
+		sent[sk] = append(sent[sk], k)
+	}
+	incs := append(append([]map[int32][]logEntry(nil), o.gone...), o.logs)
+	logs := map[streamKey][][]logcheck.Entry{}
+	for i, inc := range incs {
+		for part, entries := range inc {
 			for _, e := range entries {
-				seen[e.key]++
-				here[e.key]++
-				if here[e.key] == 2 {
-					v = append(v, fmt.Sprintf("dup: %v again at offset %d%s", e.key, e.offset, where))
+				sk := streamKey{e.key.prod, part}
+				if logs[sk] == nil {
+					logs[sk] = make([][]logcheck.Entry, len(incs))
 				}
-				if l, ok := last[e.key.prod]; ok && e.key.seq <= l && here[e.key] == 1 {
-					v = append(v, fmt.Sprintf("reorder: %v at offset %d after seq %d (partition %d%s)", e.key, e.offset, l, part, where))
-				}
-				if l, ok := last[e.key.prod]; !ok || e.key.seq > l {
-					last[e.key.prod] = e.key.seq
-				}
+				logs[sk][i] = append(logs[sk][i], logcheck.Entry{Value: []byte(e.key.String()), Offset: e.offset})
 			}
 		}
 	}
-	keys := make([]recKey, 0, len(o.results))
-	for k := range o.results {
-		keys = append(keys, k)
+	streams := make([]streamKey, 0, len(sent)+len(logs))
+	for sk := range sent {
+		streams = append(streams, sk)
 	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		return a.prod < b.prod || a.prod == b.prod && (a.part < b.part || a.part == b.part && a.seq < b.seq)
+	for sk := range logs {
+		if _, ok := sent[sk]; !ok {
+			streams = append(streams, sk)
+		}
+	}
+	sort.Slice(streams, func(i, j int) bool {
+		a, b := streams[i], streams[j]
+		return a.prod < b.prod || a.prod == b.prod && a.part < b.part
 	})
-	for _, k := range keys {
-		r := o.results[k]
-		switch {
-		case r.calls != 1:
-			v = append(v, fmt.Sprintf("callbacks: %v called back %d times", k, r.calls))
-		case r.err == nil && seen[k] == 0:
-			v = append(v, fmt.Sprintf("lost: %v acknowledged but not in the log", k))
-		case r.err != nil && errors.Is(r.err, ErrOrderLost) && seen[k] > 0:
-			v = append(v, fmt.Sprintf("cause: %v failed with ErrOrderLost but is in the log: %v", k, r.err))
-		case r.err != nil && !IsFateUnknown(r.err) && seen[k] > 0:
-			v = append(v, fmt.Sprintf("cause: %v failed as not written but is in the log: %v", k, r.err))
+	prefix := map[logcheck.Kind]string{logcheck.Lost: "lost", logcheck.Duplicate: "dup", logcheck.Reorder: "reorder", logcheck.Written: "cause"}
+	var v []string
+	for _, sk := range streams {
+		keys := sent[sk]
+		sort.Slice(keys, func(i, j int) bool { return keys[i].seq < keys[j].seq })
+		ss := make([]logcheck.Sent, len(keys))
+		for i, k := range keys {
+			r := o.results[k]
+			ss[i] = logcheck.Sent{Value: []byte(k.String()), Outcome: logcheck.FateUnknown}
+			switch {
+			case r.calls != 1:
+				v = append(v, fmt.Sprintf("callbacks: %v called back %d times", k, r.calls))
+			case r.err == nil:
+				ss[i].Outcome = logcheck.Acked
+			case errors.Is(r.err, ErrOrderLost):
+				ss[i].Outcome = logcheck.OrderLost
+			case !IsFateUnknown(r.err):
+				ss[i].Outcome = logcheck.NotWritten
+			}
+		}
+		ls := logs[sk]
+		if ls == nil {
+			ls = make([][]logcheck.Entry, len(incs))
+		}
+		for _, x := range logcheck.Incarnations(ss, ls).Violations {
+			p, ok := prefix[x.Kind]
+			if !ok {
+				p = x.Kind.String()
+			}
+			v = append(v, fmt.Sprintf("%s: partition %d: %s", p, sk.part, x.Msg))
 		}
 	}
 	parts := make([]string, 0, len(o.order))
