@@ -238,16 +238,6 @@ func (c *Cluster) SetRTT(node int32, rtt time.Duration) {
 	}
 }
 
-// SetBandwidth sets a node's bandwidth cap in bytes per second per
-// direction (0 = none). Unknown nodes and negative values are ignored.
-func (c *Cluster) SetBandwidth(node int32, bytesPerSec int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if n, err := c.node(node); err == nil && bytesPerSec >= 0 {
-		n.bw = bytesPerSec
-	}
-}
-
 // DeleteTopic deletes a topic as DeleteTopics does: its partitions, logs
 // and producer state are gone at once, Produce naming its id answers
 // UNKNOWN_TOPIC_ID, and a topic created again under the name gets a new
