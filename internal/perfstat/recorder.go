@@ -45,13 +45,6 @@ func (r *Recorder) Record(latency time.Duration, size int) {
 	r.mu.Unlock()
 }
 
-// Records returns the number of records counted so far.
-func (r *Recorder) Records() int64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.records
-}
-
 // Window returns the progress window that ends at now and starts the next
 // one.
 func (r *Recorder) Window(now time.Time) Window {
