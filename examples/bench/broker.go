@@ -68,7 +68,6 @@ func newBrokerStarter(mode, dir string) (*brokerStarter, error) {
 // (brokerStarter) or Apache Kafka (kafkaTarget).
 type target interface {
 	start(spec brokerSpec) (*runningBroker, error)
-	inProcess() bool
 	describe() string
 }
 

@@ -44,8 +44,6 @@ func startKafka(agent bool, log io.Writer) (*kafkaTarget, error) {
 
 func (kt *kafkaTarget) close() { kt.tb.cleanup() }
 
-func (kt *kafkaTarget) inProcess() bool { return false }
-
 func (kt *kafkaTarget) describe() string {
 	if kt.agent {
 		return fmt.Sprintf("Apache Kafka %s with the KIP-1269 agent, one node, JVM heap 1 GiB, RTT by the harness proxy, a fresh topic per case", kafkatest.Version)
@@ -70,7 +68,7 @@ func (kt *kafkaTarget) start(spec brokerSpec) (*runningBroker, error) {
 	kt.c.SetDelay(spec.rtt / 2)
 	pid := kt.c.NodePID(0)
 	if pid == 0 {
-		return nil, errors.New("Kafka node is not running")
+		return nil, errors.New("the Kafka node is not running")
 	}
 	stop := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
