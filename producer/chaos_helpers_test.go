@@ -143,19 +143,6 @@ func (l *ledger) waitAll(d time.Duration) bool {
 	}
 }
 
-// acked counts records of part called back without error.
-func (l *ledger) acked(part int32) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for k, r := range l.res {
-		if k.part == part && r.calls > 0 && r.err == nil {
-			n++
-		}
-	}
-	return n
-}
-
 // failures lists the records that failed, with their errors.
 func (l *ledger) failures() []string {
 	l.mu.Lock()
