@@ -12,13 +12,17 @@
 // before an earlier one (KAFKA-15591). Against older brokers the producer
 // stays at 5 and is still safe.
 //
-// Entry points: [New] or [NewFromProperties] build a Producer;
+// # Entry points
+//
+// [New] or [NewFromProperties] build a Producer;
 // [Producer.Produce] buffers a record and reports its outcome through a
 // callback; [Producer.ProduceSync], [Producer.Flush] and [Producer.Close]
 // wait. [Producer.Stats] and [Producer.InFlightLimit] show the learned
 // windows.
 //
-// Blocking and contexts: Produce blocks only while buffer.memory is full,
+// # Blocking and contexts
+//
+// Produce blocks only while buffer.memory is full,
 // until its context is done (TryProduce never blocks). ProduceSync returns
 // when its records have their outcomes or soon after its context ends,
 // withdrawing the records not yet sent and reporting the ones in flight as
@@ -27,24 +31,32 @@
 // a context never fails a record that was sent (its fate would be
 // unknown): such records complete in the background.
 //
-// Copies: the bytes of a record's Key, Value and header values are copied
+// # Copies
+//
+// The bytes of a record's Key, Value and header values are copied
 // before Produce returns; the Record itself belongs to the producer until
 // its callback has run.
 //
-// Goroutines: a Producer is safe for concurrent use. One sender goroutine
+// # Concurrency
+//
+// A Producer is safe for concurrent use. One sender goroutine
 // talks to the brokers; callbacks run one at a time on a callback goroutine
 // owned by the producer, in Produce order within each partition, and must
 // not block. From a callback, Produce and TryProduce may be called; Flush,
 // ProduceSync and Close return ErrInCallback instead of deadlocking.
 //
-// Hooks: the [Hooks] option takes values implementing any of the Hook*
+// # Hooks
+//
+// The [Hooks] option takes values implementing any of the Hook*
 // interfaces ([HookBatchSent], [HookBatchAcked], [HookBatchRejected],
 // [HookRecordDone], [HookWindowChanged], [HookProducerID],
 // [HookBrokerConnect], [HookBrokerDisconnect], [HookThrottle]) to feed
 // metrics or tests. They run on the sender goroutine and must not block;
 // see [Hook].
 //
-// Partitions: a record goes to the partition of its key (murmur2, as the
+// # Partitions
+//
+// A record goes to the partition of its key (murmur2, as the
 // Java client), or, without a key, to a sticky partition; only
 // [Record.SetPartition] chooses one explicitly.
 package producer

@@ -26,11 +26,15 @@
 //     [ReadFrame], [AppendRequest], [ParseRequest], [AppendResponse],
 //     [ParseResponse].
 //
-// Context: [Dial]'s ctx bounds the handshake only. [Conn.Send] takes a
+// # Context
+//
+// [Dial]'s ctx bounds the handshake only. [Conn.Send] takes a
 // timeout instead of a context, because a request cannot be recalled once
 // written; [Conn.Do] and the helpers derive the request deadline from ctx.
 //
-// Concurrency: a [Conn] runs one writer goroutine (requests are encoded by
+// # Concurrency
+//
+// A [Conn] runs one writer goroutine (requests are encoded by
 // Send, then written back to back, so callers never wait on the network;
 // produce record sets are written from the caller's memory with writev, so
 // they belong to the connection until the request's completion has run)

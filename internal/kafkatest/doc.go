@@ -34,17 +34,23 @@
 //     2.8 in ZooKeeper mode with a ZooKeeper process, 3.9 and 4.x in
 //     KRaft), each with its own jar cache ([Release.CacheDir]).
 //
-// Listeners: each broker has a DIRECT listener (also the inter-broker one)
+// # Listeners
+//
+// Each broker has a DIRECT listener (also the inter-broker one)
 // and a PROXIED listener whose advertised address is its proxy (or
 // [Options.Advertise]). A client bootstrapped on one listener only ever
 // learns addresses of that listener, so proxied and direct clients can use
 // the same cluster at once.
 //
-// Environment: LONGHAUL_KAFKA_CACHE overrides the jar cache directory
+// # Environment
+//
+// LONGHAUL_KAFKA_CACHE overrides the jar cache directory
 // (default $HOME/.cache/longhaul/kafka-4.4.0); LONGHAUL_REQUIRE_KAFKA=1
 // turns skips into failures.
 //
-// Concurrency: a [Cluster] is safe for concurrent use by the goroutines of
+// # Concurrency
+//
+// A [Cluster] is safe for concurrent use by the goroutines of
 // one test; methods taking a testing.TB must be called from goroutines that
 // may call t.Fatal (the test goroutine), as with testing.T itself.
 package kafkatest

@@ -2,14 +2,18 @@
 // look like a long one: it adds a fixed one-way delay in each direction and
 // cuts connections on demand or at random.
 //
-// Entry points: [New] starts a proxy that listens on one address and
+// # Entry points
+//
+// [New] starts a proxy that listens on one address and
 // forwards every accepted connection to a target address, dialled when the
 // connection is accepted (so the target may start after the proxy).
 // [Proxy.SetDelay] changes the one-way delay, [Proxy.CutAll] and
 // [Proxy.CutRandomly] close proxied connections, [Proxy.Close] stops
 // everything.
 //
-// Delay model: each direction of a connection has a reader and a writer
+// # Delay model
+//
+// Each direction of a connection has a reader and a writer
 // goroutine. A chunk of bytes read at time T is written no earlier than
 // T+delay, and chunks are written in the order they were read. Chunks are not
 // serialised behind each other's delay, so a pipelined stream keeps its
@@ -18,7 +22,9 @@
 // direction; beyond that the reader stops reading and TCP flow control pushes
 // back on the sender, like a full link.
 //
-// Concurrency: every method of [Proxy] is safe for concurrent use.
+// # Concurrency
+//
+// Every method of [Proxy] is safe for concurrent use.
 // Only loopback (or other local test) addresses should be used: the proxy
 // is a test tool and has no limits on the number of connections.
 package linkproxy

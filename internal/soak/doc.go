@@ -11,7 +11,9 @@
 // append; ok) and changes topic windows at runtime. At the end every
 // partition is read back and checked.
 //
-// Entry points: [Run] runs one soak described by a [Config] and returns a
+// # Entry points
+//
+// [Run] runs one soak described by a [Config] and returns a
 // [Result]; [Result.String] is the one-line summary
 //
 //	seed=... duration=... records=... faults={...} lost=0 dup=0 reorder=0 window_violations=0 callbacks_out_of_order=0 stuck=0 ... fail_causes={...}
@@ -46,7 +48,9 @@
 //     queued);
 //   - no goroutine is left once the producers and the cluster are closed.
 //
-// Reproducing: the seed drives every random choice (the fault schedule and
+// # Reproducing
+//
+// The seed drives every random choice (the fault schedule and
 // what each producer writes), so a failing seed replays the same schedule.
 // Goroutine scheduling still varies between runs, so a rare interleaving
 // may need a few runs of the same seed.
@@ -65,7 +69,9 @@
 // broker expires only ids idle past producer.id.expiration.ms. Records
 // the producer fails with producer.ErrOrderLost are counted as order_lost.
 //
-// Concurrency: Run starts the cluster, the producers, one goroutine per
+// # Concurrency
+//
+// Run starts the cluster, the producers, one goroutine per
 // producer and one fault scheduler, and stops them all before it returns.
 // Run may be called from several goroutines, but concurrent soaks share
 // the machine and make each other's goroutine check meaningless.

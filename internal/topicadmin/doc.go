@@ -3,9 +3,15 @@
 // It is what longhaul's examples use instead of an admin client, to keep
 // their dependencies to longhaul's own packages and kmsg.
 //
-// Entry point: [Ensure] dials the first reachable bootstrap server, looks
+// # Entry point
+//
+// [Ensure] dials the first reachable bootstrap server, looks
 // the topics up with Metadata, creates the missing ones (with their
 // configs, for example producer.state.batches.to.retain) and waits until
 // every partition has a leader. ctx bounds the whole call; nothing keeps
-// running after it returns. Ensure is safe for concurrent use.
+// running after it returns.
+//
+// # Concurrency
+//
+// Ensure is safe for concurrent use.
 package topicadmin

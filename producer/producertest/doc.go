@@ -5,7 +5,9 @@
 // KIP-1269 windows, idempotent deduplication and producer-id expiry
 // (KIP-854). It is for tests, not production.
 //
-// Entry points: [Start] (or [NewCluster] in a test) brings up nodes and
+// # Entry points
+//
+// [Start] (or [NewCluster] in a test) brings up nodes and
 // topics; [Cluster.Addr] is the bootstrap address to give the producer;
 // [Cluster.Records] reads a partition's log back. Faults a test may want:
 // [Cluster.InjectError] (a partition answers an error code),
@@ -13,7 +15,9 @@
 // [Cluster.DropConnections], [Cluster.MoveLeader],
 // [Cluster.ExpireProducerIDs], [Cluster.SetWindow], [Cluster.SetRTT].
 //
-// Concurrency: every Cluster method is safe for concurrent use, also while
+// # Concurrency
+//
+// Every Cluster method is safe for concurrent use, also while
 // producers are connected. A fault applies to requests read after the call
 // returns.
 package producertest
