@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
+	"github.com/longhaul-kafka/longhaul/internal/testkit"
 )
 
 // Produce, Flush and Close from many goroutines at once, under -race.
@@ -197,11 +198,7 @@ func TestCloseWithEveryBrokerUnreachable(t *testing.T) {
 	for _, how := range []string{"closed", "stalled"} {
 		t.Run(how, func(t *testing.T) {
 			before := runtime.NumGoroutine()
-			c, err := broker.Start(broker.Config{Nodes: 2, Topics: []broker.TopicConfig{{Name: "t", Partitions: 2, Window: 20}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c := testkit.StartCluster(t, broker.Config{Nodes: 2, Topics: []broker.TopicConfig{{Name: "t", Partitions: 2, Window: 20}}})
 			p, err := New(BootstrapServers(c.Addrs()...), Linger(time.Millisecond), RequestTimeout(300*time.Millisecond),
 				RetryBackoff(10*time.Millisecond), RetryBackoffMax(50*time.Millisecond))
 			if err != nil {

@@ -3,7 +3,6 @@ package producer
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -12,18 +11,11 @@ import (
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
 	"github.com/longhaul-kafka/longhaul/internal/logcheck"
+	"github.com/longhaul-kafka/longhaul/internal/testkit"
 )
 
 // startCluster starts an embedded broker for one test.
-func startCluster(t testing.TB, cfg broker.Config) *broker.Cluster {
-	t.Helper()
-	c, err := broker.Start(cfg)
-	if err != nil {
-		t.Fatalf("broker.Start: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
+var startCluster = testkit.StartCluster
 
 // newTestProducer returns a producer tuned for tests: short linger and
 // backoff, a request timeout short enough that dropped responses are retried
@@ -205,15 +197,4 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 
 // checkNoLeaks fails if goroutines started during the test are still
 // running after cleanup-sensitive code, allowing a moment to wind down.
-func checkNoLeaks(t testing.TB, before int) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > before {
-		buf := make([]byte, 1<<16)
-		buf = buf[:runtime.Stack(buf, true)]
-		t.Errorf("%d goroutines left (had %d):\n%s", n, before, buf)
-	}
-}
+var checkNoLeaks = testkit.CheckNoLeaks

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
+	"github.com/longhaul-kafka/longhaul/internal/testkit"
 	"github.com/longhaul-kafka/longhaul/protocol"
 )
 
@@ -19,15 +20,11 @@ import (
 // back with Fetch. An old-mode node negotiates v13 and never sends the
 // field.
 func TestAgainstEmbeddedBroker(t *testing.T) {
-	cl, err := broker.Start(broker.Config{
+	cl := testkit.StartCluster(t, broker.Config{
 		Nodes:    2,
 		Topics:   []broker.TopicConfig{{Name: "wide", Partitions: 2, Window: 64}},
 		OldNodes: []int32{1},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 

@@ -12,6 +12,7 @@ import (
 	"github.com/longhaul-kafka/longhaul/internal/broker"
 	"github.com/longhaul-kafka/longhaul/internal/cli"
 	"github.com/longhaul-kafka/longhaul/internal/cli/clitest"
+	"github.com/longhaul-kafka/longhaul/internal/testkit"
 	"github.com/longhaul-kafka/longhaul/producer"
 )
 
@@ -112,11 +113,7 @@ func TestInterruptReportsUndelivered(t *testing.T) {
 // no emulated delay) the topics are created through CreateTopics with
 // their windows and the round trip is measured.
 func TestBootstrapServerCreatesTopics(t *testing.T) {
-	c, err := broker.Start(broker.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := testkit.StartCluster(t, broker.Config{})
 	var out, errb bytes.Buffer
 	args := []string{"--bootstrap-server", c.Addr(), "--records", "500", "--windows", "5,20", "--topic-prefix", "ext"}
 	if code := run(context.Background(), args, &out, &errb); code != 0 {
@@ -153,11 +150,7 @@ func TestLogCheckCatchesDuplicatesAndReordering(t *testing.T) {
 		{"missing", []uint64{0, 1}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := broker.Start(broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c := testkit.StartCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
 			p, err := producer.New(producer.BootstrapServers(c.Addr()))
 			if err != nil {
 				t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/longhaul-kafka/longhaul/internal/cli"
 	"github.com/longhaul-kafka/longhaul/internal/cli/clitest"
 	"github.com/longhaul-kafka/longhaul/internal/perfstat"
+	"github.com/longhaul-kafka/longhaul/internal/testkit"
 )
 
 func TestBadFlagsExit2(t *testing.T) {
@@ -140,11 +141,7 @@ func TestJSONSummary(t *testing.T) {
 // flag wins), and bootstrap.servers from the file selects an external
 // cluster, where the missing topic is created.
 func TestProducerConfigFileAndExternalCluster(t *testing.T) {
-	c, err := broker.Start(broker.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := testkit.StartCluster(t, broker.Config{})
 	file := filepath.Join(t.TempDir(), "producer.properties")
 	body := "bootstrap.servers=" + c.Addr() + "\nbatch.size=not-a-number\nkey.serializer=org.apache.kafka.common.serialization.ByteArraySerializer\n"
 	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
+	"github.com/longhaul-kafka/longhaul/internal/testkit"
 	"github.com/longhaul-kafka/longhaul/producer"
 )
 
@@ -122,11 +123,7 @@ func TestCheckerNegativeControl(t *testing.T) {
 // count more until the node's stall is over plus drain; outside both the
 // bound is the window in force.
 func TestWindowTrackerNegativeControl(t *testing.T) {
-	c, err := broker.Start(broker.Config{Topics: []broker.TopicConfig{{Name: "w20", Partitions: 1, Window: 20}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := testkit.StartCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "w20", Partitions: 1, Window: 20}}})
 	w := newWindowTracker(c, 0, map[string]int{"w20": 20}, 1, nil, time.Now())
 	p := tp{"w20", 0}
 	producerView := view{limit: 20, inflight: 12}
@@ -210,11 +207,7 @@ func TestLossHook(t *testing.T) {
 // while the tracker believes the window is 5; closing the segment must
 // report the excess (the broker's real counters, not a synthetic one).
 func TestWindowCheckSeesRealExcess(t *testing.T) {
-	c, err := broker.Start(broker.Config{RTT: 20 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "w20", Partitions: 1, Window: 20}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := testkit.StartCluster(t, broker.Config{RTT: 20 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "w20", Partitions: 1, Window: 20}}})
 	w := newWindowTracker(c, 0, map[string]int{"w20": 5}, 1, nil, time.Now())
 	p, err := producer.New(producer.BootstrapServers(c.Addr()), producer.BatchSize(512),
 		producer.MaxInFlightRequestsPerConnection(50), producer.Linger(0))

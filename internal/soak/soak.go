@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
+	"github.com/longhaul-kafka/longhaul/internal/testkit"
 	"github.com/longhaul-kafka/longhaul/producer"
 	"github.com/longhaul-kafka/longhaul/protocol"
 )
@@ -299,7 +300,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			res.Problems = append(res.Problems, fmt.Sprintf("producer %d: %d bytes accepted and not called back, buffer.memory %d", i, b.peak, cfg.BufferMemory))
 		}
 	}
-	res.GoroutinesLeft = goroutinesLeft(goroutinesBefore)
+	res.GoroutinesLeft = testkit.GoroutinesLeft(goroutinesBefore, 10*time.Second)
 	if res.GoroutinesLeft > 0 {
 		res.Problems = append(res.Problems, fmt.Sprintf("%d goroutines left after Close", res.GoroutinesLeft))
 	}
@@ -353,16 +354,6 @@ func setSize(b *book, seq uint64, r *producer.Record) {
 	b.outstanding += int64(size)
 	b.peak = max(b.peak, b.outstanding)
 	b.mu.Unlock()
-}
-
-// goroutinesLeft waits up to 10 s for the goroutine count to fall back to
-// before and returns how many more there are.
-func goroutinesLeft(before int) int {
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	return max(runtime.NumGoroutine()-before, 0)
 }
 
 // producersView formats each producer's limit, in-flight count and gate

@@ -10,20 +10,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
+	"github.com/longhaul-kafka/longhaul/internal/testkit"
 )
 
-func startBroker(t *testing.T, cfg broker.Config) *broker.Cluster {
-	t.Helper()
-	c, err := broker.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 func TestEnsureCreatesMissingKeepsExisting(t *testing.T) {
-	c := startBroker(t, broker.Config{Nodes: 2, Topics: []broker.TopicConfig{{Name: "old", Partitions: 2, Window: 7}}})
+	c := testkit.StartCluster(t, broker.Config{Nodes: 2, Topics: []broker.TopicConfig{{Name: "old", Partitions: 2, Window: 7}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	res, err := Ensure(ctx, Config{Bootstrap: []string{c.Addr()}}, []Topic{
@@ -46,7 +37,7 @@ func TestEnsureCreatesMissingKeepsExisting(t *testing.T) {
 }
 
 func TestEnsureReportsRejectedConfig(t *testing.T) {
-	c := startBroker(t, broker.Config{})
+	c := testkit.StartCluster(t, broker.Config{})
 	_, err := Ensure(context.Background(), Config{Bootstrap: []string{c.Addr()}}, []Topic{
 		{Name: "bad", Configs: map[string]string{"producer.state.batches.to.retain": "3"}},
 	})
