@@ -66,12 +66,7 @@ func handleProduce(c *Cluster, r *request) (kmsg.Response, error) {
 	for _, qt := range req.Topics {
 		rt := kmsg.NewProduceResponseTopic()
 		rt.Topic, rt.TopicID = qt.Topic, qt.TopicID
-		var t *topic
-		if req.Version >= 13 {
-			t = c.topicIDs[qt.TopicID]
-		} else {
-			t = c.topics[qt.Topic]
-		}
+		t := c.requestTopic(req.Version, qt.Topic, qt.TopicID)
 		for _, qp := range qt.Partitions {
 			switch {
 			case badAcks:

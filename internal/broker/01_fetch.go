@@ -42,12 +42,7 @@ func handleFetch(c *Cluster, r *request) (kmsg.Response, error) {
 	for _, qt := range req.Topics {
 		rt := kmsg.NewFetchResponseTopic()
 		rt.Topic, rt.TopicID = qt.Topic, qt.TopicID
-		var t *topic
-		if req.Version >= 13 {
-			t = c.topicIDs[qt.TopicID]
-		} else {
-			t = c.topics[qt.Topic]
-		}
+		t := c.requestTopic(req.Version, qt.Topic, qt.TopicID)
 		for _, qp := range qt.Partitions {
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = qp.Partition

@@ -122,6 +122,16 @@ func (c *Cluster) createTopic(tc TopicConfig) (*topic, error) {
 	return t, nil
 }
 
+// requestTopic returns the topic a Produce or Fetch request names: by id
+// from version 13 on (KIP-516), by name before; nil when unknown. c.mu must
+// be held.
+func (c *Cluster) requestTopic(version int16, name string, id uuid) *topic {
+	if version >= 13 {
+		return c.topicIDs[id]
+	}
+	return c.topics[name]
+}
+
 // growTopic adds partitions to t up to count, leaders continuing the
 // round-robin. The caller checked count (checkTopic, checkGrow). c.mu must
 // be held.
