@@ -3,9 +3,10 @@ package soak
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"runtime"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -87,38 +88,29 @@ type Result struct {
 // violation counts, then details.
 func (r Result) String() string {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "seed=%d duration=%v records=%d faults={", r.Seed, r.Duration.Round(time.Millisecond), r.Records)
-	names := make([]string, 0, len(r.Faults))
-	for k := range r.Faults {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for i, k := range names {
-		if i > 0 {
-			sb.WriteByte(' ')
-		}
-		fmt.Fprintf(&sb, "%s:%d", k, r.Faults[k])
-	}
-	fmt.Fprintf(&sb, "} lost=%d dup=%d reorder=%d window_violations=%d callbacks_out_of_order=%d stuck=%d",
+	fmt.Fprintf(&sb, "seed=%d duration=%v records=%d faults=", r.Seed, r.Duration.Round(time.Millisecond), r.Records)
+	writeCounts(&sb, r.Faults)
+	fmt.Fprintf(&sb, " lost=%d dup=%d reorder=%d window_violations=%d callbacks_out_of_order=%d stuck=%d",
 		r.Lost, r.Dup, r.Reorder, r.WindowViolations, r.CallbacksOutOfOrder, r.Stuck)
 	fmt.Fprintf(&sb, " phantom=%d bad_offset=%d foreign=%d bad_callbacks=%d unexplained=%d mem_over=%d goroutines_left=%d close_errors=%d",
 		r.Phantom, r.BadOffset, r.Foreign, r.BadCallbacks, r.Unexplained, r.MemoryOver, r.GoroutinesLeft, r.CloseErrors)
 	fmt.Fprintf(&sb, " acked=%d failed=%d fate_unknown=%d order_lost=%d mem_peak=%.2f max_inflight=%s segments=%d window_strict=%d/%d",
 		r.Acked, r.Failed, r.FateUnknown, r.OrderLost, r.MemPeak, r.MaxInFlight, r.Segments, r.WindowStrict, r.WindowChecks)
-	fmt.Fprintf(&sb, " stuck_samples=%d max_silent=%v fail_causes={", r.StuckSamples, r.MaxSilent.Round(time.Millisecond))
-	causes := make([]string, 0, len(r.FailCauses))
-	for k := range r.FailCauses {
-		causes = append(causes, k)
-	}
-	sort.Strings(causes)
-	for i, k := range causes {
+	fmt.Fprintf(&sb, " stuck_samples=%d max_silent=%v fail_causes=", r.StuckSamples, r.MaxSilent.Round(time.Millisecond))
+	writeCounts(&sb, r.FailCauses)
+	return sb.String()
+}
+
+// writeCounts writes m as {k:v k:v}, keys sorted.
+func writeCounts(sb *strings.Builder, m map[string]int) {
+	sb.WriteByte('{')
+	for i, k := range slices.Sorted(maps.Keys(m)) {
 		if i > 0 {
 			sb.WriteByte(' ')
 		}
-		fmt.Fprintf(&sb, "%s:%d", k, r.FailCauses[k])
+		fmt.Fprintf(sb, "%s:%d", k, m[k])
 	}
 	sb.WriteByte('}')
-	return sb.String()
 }
 
 // OK reports whether every check passed.

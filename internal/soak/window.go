@@ -298,20 +298,8 @@ func (w *windowTracker) stalled(node int32, end time.Time) {
 
 // summary formats the largest in-flight count seen per topic.
 func (w *windowTracker) summary() string {
-	names := make([]string, 0, len(w.maxSeen))
-	for t := range w.maxSeen {
-		names = append(names, t)
-	}
-	sort.Strings(names)
 	var sb strings.Builder
-	sb.WriteByte('{')
-	for i, t := range names {
-		if i > 0 {
-			sb.WriteByte(' ')
-		}
-		fmt.Fprintf(&sb, "%s:%d", t, w.maxSeen[t])
-	}
-	sb.WriteByte('}')
+	writeCounts(&sb, w.maxSeen)
 	return sb.String()
 }
 
