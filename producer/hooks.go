@@ -212,35 +212,25 @@ type hookSet struct {
 // add sorts h into the lists of the interfaces it implements; false if
 // none.
 func (hs *hookSet) add(h Hook) bool {
-	found := false
-	if x, ok := h.(HookBatchSent); ok {
-		hs.sent, found = append(hs.sent, x), true
-	}
-	if x, ok := h.(HookBatchAcked); ok {
-		hs.acked, found = append(hs.acked, x), true
-	}
-	if x, ok := h.(HookBatchRejected); ok {
-		hs.rejected, found = append(hs.rejected, x), true
-	}
-	if x, ok := h.(HookRecordDone); ok {
-		hs.done, found = append(hs.done, x), true
-	}
-	if x, ok := h.(HookWindowChanged); ok {
-		hs.window, found = append(hs.window, x), true
-	}
-	if x, ok := h.(HookProducerID); ok {
-		hs.ids, found = append(hs.ids, x), true
-	}
-	if x, ok := h.(HookBrokerConnect); ok {
-		hs.connect, found = append(hs.connect, x), true
-	}
-	if x, ok := h.(HookBrokerDisconnect); ok {
-		hs.disconnect, found = append(hs.disconnect, x), true
-	}
-	if x, ok := h.(HookThrottle); ok {
-		hs.throttle, found = append(hs.throttle, x), true
-	}
+	found := addHook(h, &hs.sent)
+	found = addHook(h, &hs.acked) || found
+	found = addHook(h, &hs.rejected) || found
+	found = addHook(h, &hs.done) || found
+	found = addHook(h, &hs.window) || found
+	found = addHook(h, &hs.ids) || found
+	found = addHook(h, &hs.connect) || found
+	found = addHook(h, &hs.disconnect) || found
+	found = addHook(h, &hs.throttle) || found
 	return found
+}
+
+// addHook appends h to list if h implements T, and reports whether it does.
+func addHook[T any](h Hook, list *[]T) bool {
+	x, ok := h.(T)
+	if ok {
+		*list = append(*list, x)
+	}
+	return ok
 }
 
 // The dispatch methods below are what the core calls, one line per call
