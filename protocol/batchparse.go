@@ -152,24 +152,17 @@ type reader struct {
 
 var errShort = fmt.Errorf("truncated")
 
-func (r *reader) varint() int32 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := kbin.Varint(r.b)
-	if n <= 0 {
-		r.err = errShort
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
+func (r *reader) varint() int32 { return readVar(r, kbin.Varint) }
 
-func (r *reader) varlong() int64 {
+func (r *reader) varlong() int64 { return readVar(r, kbin.Varlong) }
+
+// readVar reads one variable-length number with decode (kbin.Varint or
+// kbin.Varlong); a short or overlong one sets r.err and reads 0.
+func readVar[T int32 | int64](r *reader, decode func([]byte) (T, int)) T {
 	if r.err != nil {
 		return 0
 	}
-	v, n := kbin.Varlong(r.b)
+	v, n := decode(r.b)
 	if n <= 0 {
 		r.err = errShort
 		return 0
