@@ -83,17 +83,7 @@ func (c *Cluster) sumEndOffsets(ctx context.Context, topic string, partitions in
 	var sum int64
 	seen := int32(0)
 	for leader, parts := range byLeader {
-		req := kmsg.NewPtrListOffsetsRequest()
-		req.ReplicaID = -1
-		rt := kmsg.NewListOffsetsRequestTopic()
-		rt.Topic = topic
-		for _, p := range parts {
-			rp := kmsg.NewListOffsetsRequestTopicPartition()
-			rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p, -1, -1
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		req.Topics = append(req.Topics, rt)
-		resp, err := requestNode(ctx, c.nodes[leader].directAddr, req)
+		resp, err := requestNode(ctx, c.nodes[leader].directAddr, latestOffsetsRequest(topic, parts...))
 		if err != nil {
 			return 0, fmt.Errorf("kafkatest: ListOffsets %s: %w", topic, err)
 		}
@@ -150,15 +140,8 @@ type JavaPerfProcess struct {
 // [JavaPerfProcess.Stop]. The JVM dies with this process (parent-death
 // signal on Linux).
 func (c *Cluster) StartJavaPerf(args ...string) (*JavaPerfProcess, error) {
-	jargs := []string{
-		"-Xms1g", "-Xmx1g", "-XX:+UseG1GC",
-		"-Duser.language=en", "-Duser.country=US",
-		"-Dlog4j2.configurationFile=" + c.toolLog,
-		"-cp", c.classpath,
-		perfMainClass,
-	}
 	p := &JavaPerfProcess{done: make(chan struct{})}
-	p.cmd = exec.Command("java", append(jargs, args...)...)
+	p.cmd = exec.Command("java", c.javaPerfArgs(args)...)
 	setDeathSignal(p.cmd)
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.err
 	if err := p.cmd.Start(); err != nil {

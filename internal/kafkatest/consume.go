@@ -57,6 +57,22 @@ func (c *Cluster) Consume(t testing.TB, topic string, n int, timeout time.Durati
 	return got
 }
 
+// latestOffsetsRequest asks for the log end offsets (timestamp -1, as a
+// consumer: replica id -1) of parts of topic, with no leader epoch check.
+func latestOffsetsRequest(topic string, parts ...int32) *kmsg.ListOffsetsRequest {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	for _, p := range parts {
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p, -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
 // EndOffsets returns each partition's log end offset (ListOffsets latest,
 // asked of the partition's leader over the DIRECT listener). For a topic
 // written only by non-transactional producers it is the number of records
@@ -73,15 +89,7 @@ func (c *Cluster) EndOffsets(t testing.TB, topic string, partitions int32) map[i
 		if leader < 0 || int(leader) >= len(c.nodes) {
 			t.Fatalf("kafkatest: %s/%d has no leader (%d)", topic, p, leader)
 		}
-		req := kmsg.NewPtrListOffsetsRequest()
-		req.ReplicaID = -1
-		rt := kmsg.NewListOffsetsRequestTopic()
-		rt.Topic = topic
-		rp := kmsg.NewListOffsetsRequestTopicPartition()
-		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p, -1, -1
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		resp, err := requestNode(ctx, c.nodes[leader].directAddr, req)
+		resp, err := requestNode(ctx, c.nodes[leader].directAddr, latestOffsetsRequest(topic, p))
 		if err != nil {
 			t.Fatalf("kafkatest: ListOffsets %s/%d: %v", topic, p, err)
 		}

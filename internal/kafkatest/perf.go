@@ -16,6 +16,19 @@ import (
 // bin/kafka-producer-perf-test.sh runs.
 const perfMainClass = "org.apache.kafka.tools.ProducerPerformance"
 
+// javaPerfArgs is the java command line of perfMainClass with args: a
+// 1 GiB G1 heap, an English locale (the tool's number format is parsed),
+// and the cluster's tool log configuration and classpath.
+func (c *Cluster) javaPerfArgs(args []string) []string {
+	return append([]string{
+		"-Xms1g", "-Xmx1g", "-XX:+UseG1GC",
+		"-Duser.language=en", "-Duser.country=US",
+		"-Dlog4j2.configurationFile=" + c.toolLog,
+		"-cp", c.classpath,
+		perfMainClass,
+	}, args...)
+}
+
 // JavaPerf describes one run of the Java producer perf tool. The zero
 // values of optional fields give an idempotent, acks=all producer at
 // unthrottled throughput.
@@ -77,14 +90,7 @@ func (p JavaPerf) Args(c *Cluster) []string {
 // includes the tail of stderr; stdout is returned either way. ctx kills
 // the JVM. Safe for concurrent use.
 func (c *Cluster) RunJavaPerf(ctx context.Context, args ...string) (stdout string, err error) {
-	jargs := []string{
-		"-Xms1g", "-Xmx1g", "-XX:+UseG1GC",
-		"-Duser.language=en", "-Duser.country=US",
-		"-Dlog4j2.configurationFile=" + c.toolLog,
-		"-cp", c.classpath,
-		perfMainClass,
-	}
-	cmd := exec.CommandContext(ctx, "java", append(jargs, args...)...)
+	cmd := exec.CommandContext(ctx, "java", c.javaPerfArgs(args)...)
 	setDeathSignal(cmd)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
