@@ -14,6 +14,7 @@ import (
 	"github.com/longhaul-kafka/longhaul/internal/broker"
 	"github.com/longhaul-kafka/longhaul/internal/logcheck"
 	"github.com/longhaul-kafka/longhaul/internal/memnet"
+	"github.com/longhaul-kafka/longhaul/internal/testkit"
 )
 
 // Helpers for tests on virtual time (testing/synctest): the embedded broker
@@ -27,10 +28,7 @@ func memCluster(t testing.TB, cfg broker.Config) (*broker.Cluster, *memnet.Netwo
 	t.Helper()
 	n := memnet.New()
 	cfg.Listen = n.Listen
-	c, err := broker.Start(cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return c, n
+	return testkit.StartCluster(t, cfg), n
 }
 
 // memProducer returns a producer dialing the in-memory network, with short

@@ -3,6 +3,7 @@ package producer
 import (
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -34,17 +35,20 @@ func TestExactlyOnceUnderFaults(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := startCluster(t, broker.Config{Nodes: 3, RTT: 10 * time.Millisecond, OldNodes: []int32{2},
-				Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
-			p := newTestProducer(t, c, MaxInFlightRequestsPerConnection(50), BatchSize(512), RequestTimeout(500*time.Millisecond))
-			tr := newTracker(t, "a")
-			tr.produce(p, "t", 0, 0, 500, 100)
-			tr.wait()
-			tr.produce(p, "t", 0, 500, 1000, 100)
-			tc.fault(c)
-			tr.produce(p, "t", 0, 1500, 1000, 100)
-			tr.wait()
-			tr.requireClean(t, c, "t", 0)
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				c := virtualCluster(t, broker.Config{Nodes: 3, RTT: 10 * time.Millisecond, OldNodes: []int32{2},
+					Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
+				p := newTestProducer(t, c, MaxInFlightRequestsPerConnection(50), BatchSize(512), RequestTimeout(500*time.Millisecond))
+				tr := newTracker(t, "a")
+				tr.produce(p, "t", 0, 0, 500, 100)
+				tr.wait()
+				tr.produce(p, "t", 0, 500, 1000, 100)
+				tc.fault(c)
+				tr.produce(p, "t", 0, 1500, 1000, 100)
+				tr.wait()
+				tr.requireClean(t, c, "t", 0)
+			})
 		})
 	}
 }

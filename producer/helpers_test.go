@@ -11,11 +11,27 @@ import (
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
 	"github.com/longhaul-kafka/longhaul/internal/logcheck"
+	"github.com/longhaul-kafka/longhaul/internal/memnet"
 	"github.com/longhaul-kafka/longhaul/internal/testkit"
 )
 
 // startCluster starts an embedded broker for one test.
 var startCluster = testkit.StartCluster
+
+// memNets maps each cluster virtualCluster started to its in-memory
+// network, so that newTestProducer dials it there.
+var memNets sync.Map // *broker.Cluster -> *memnet.Network
+
+// virtualCluster starts an embedded broker on an in-memory network for a
+// test that runs in a synctest bubble: newTestProducer dials it there, so
+// the test's timeouts, backoffs and link delays run on virtual time.
+func virtualCluster(t testing.TB, cfg broker.Config) *broker.Cluster {
+	t.Helper()
+	c, n := memCluster(t, cfg)
+	memNets.Store(c, n)
+	t.Cleanup(func() { memNets.Delete(c) })
+	return c
+}
 
 // newTestProducer returns a producer tuned for tests: short linger and
 // backoff, a request timeout short enough that dropped responses are retried
@@ -29,6 +45,9 @@ func newTestProducer(t testing.TB, c *broker.Cluster, opts ...Opt) *Producer {
 		RetryBackoffMax(50 * time.Millisecond),
 		RequestTimeout(10 * time.Second),
 		DeliveryTimeout(60 * time.Second),
+	}
+	if n, ok := memNets.Load(c); ok {
+		base = append(base, Dialer(n.(*memnet.Network).Dial))
 	}
 	p, err := New(append(base, opts...)...)
 	if err != nil {
