@@ -56,22 +56,25 @@ func TestExactlyOnceUnderFaults(t *testing.T) {
 // windowLossScenario fills a partition's learned window, makes the broker
 // append every batch but lose every response, and lets the producer retry.
 // It returns what the log and the broker saw.
-func windowLossScenario(t *testing.T, topicWindow int, opts ...Opt) (logCheck, broker.PartitionStats, *tracker) {
-	c := startCluster(t, broker.Config{RTT: 50 * time.Millisecond,
-		Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: topicWindow}}})
-	base := []Opt{MaxInFlightRequestsPerConnection(50), BatchSize(512), Linger(0), RequestTimeout(time.Second)}
-	p := newTestProducer(t, c, append(base, opts...)...)
-	tr := newTracker(t, "a")
-	// Warm up: learn the window.
-	tr.produce(p, "t", 0, 0, 200, 100)
-	tr.wait()
-	c.ResetStats()
-	// 20 batches of ~4 records each go out back to back; the broker
-	// appends them and drops all 20 responses.
-	c.DropProduceResponses(0, 20)
-	tr.produce(p, "t", 0, 200, 80, 100)
-	tr.wait()
-	return tr.checkLog(c, "t", 0), c.PartitionStats("t", 0), tr
+func windowLossScenario(t *testing.T, topicWindow int, opts ...Opt) (lc logCheck, st broker.PartitionStats, tr *tracker) {
+	synctest.Test(t, func(t *testing.T) {
+		c := virtualCluster(t, broker.Config{RTT: 50 * time.Millisecond,
+			Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: topicWindow}}})
+		base := []Opt{MaxInFlightRequestsPerConnection(50), BatchSize(512), Linger(0), RequestTimeout(time.Second)}
+		p := newTestProducer(t, c, append(base, opts...)...)
+		tr = newTracker(t, "a")
+		// Warm up: learn the window.
+		tr.produce(p, "t", 0, 0, 200, 100)
+		tr.wait()
+		c.ResetStats()
+		// 20 batches of ~4 records each go out back to back; the broker
+		// appends them and drops all 20 responses.
+		c.DropProduceResponses(0, 20)
+		tr.produce(p, "t", 0, 200, 80, 100)
+		tr.wait()
+		lc, st = tr.checkLog(c, "t", 0), c.PartitionStats("t", 0)
+	})
+	return lc, st, tr
 }
 
 func TestWindow20AllResponsesLostDeduplicated(t *testing.T) {
