@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
@@ -30,17 +31,19 @@ func TestOversizedRecordFailsAlone(t *testing.T) {
 }
 
 func TestUnknownTopicFailsWithinDeliveryTimeout(t *testing.T) {
-	c := startCluster(t, broker.Config{})
-	p := newTestProducer(t, c, DeliveryTimeout(1500*time.Millisecond), RequestTimeout(time.Second), Linger(0))
-	start := time.Now()
-	err := p.ProduceSync(t.Context(), &Record{Topic: "missing", Value: []byte("x")}).FirstErr()
-	if !errors.Is(err, ErrDeliveryTimeout) || !strings.Contains(err.Error(), "UNKNOWN_TOPIC_OR_PARTITION") {
-		t.Fatalf("got %v, want a delivery timeout naming UNKNOWN_TOPIC_OR_PARTITION", err)
-	}
-	if IsFateUnknown(err) {
-		t.Error("a record that never left must not be marked fate unknown")
-	}
-	t.Logf("failed after %v", time.Since(start).Round(time.Millisecond))
+	synctest.Test(t, func(t *testing.T) {
+		c := virtualCluster(t, broker.Config{})
+		p := newTestProducer(t, c, DeliveryTimeout(1500*time.Millisecond), RequestTimeout(time.Second), Linger(0))
+		start := time.Now()
+		err := p.ProduceSync(t.Context(), &Record{Topic: "missing", Value: []byte("x")}).FirstErr()
+		if !errors.Is(err, ErrDeliveryTimeout) || !strings.Contains(err.Error(), "UNKNOWN_TOPIC_OR_PARTITION") {
+			t.Fatalf("got %v, want a delivery timeout naming UNKNOWN_TOPIC_OR_PARTITION", err)
+		}
+		if IsFateUnknown(err) {
+			t.Error("a record that never left must not be marked fate unknown")
+		}
+		t.Logf("failed after %v", time.Since(start).Round(time.Millisecond))
+	})
 }
 
 func TestProduceAfterClose(t *testing.T) {
@@ -96,29 +99,31 @@ func TestPartitionZeroValueIsNotPartitionZero(t *testing.T) {
 }
 
 func TestCancelWhileBlockedOnBufferMemory(t *testing.T) {
-	c := startCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
-	c.Stall(0, 3*time.Second) // nothing drains the buffer meanwhile
-	p := newTestProducer(t, c, BufferMemory(4096), MaxRequestSize(4096), BatchSize(1024))
-	var wg sync.WaitGroup
-	fits := 4096 / recordMemory(&Record{Topic: "t", Value: make([]byte, 500)})
-	for range fits {
-		wg.Add(1)
-		p.TryProduce(&Record{Topic: "t", Value: make([]byte, 500)}, func(*Record, error) { wg.Done() })
-	}
-	full := make(chan error, 1)
-	p.TryProduce(&Record{Topic: "t", Value: make([]byte, 500)}, func(_ *Record, err error) { full <- err })
-	if err := <-full; !errors.Is(err, ErrBufferFull) {
-		t.Fatalf("TryProduce past buffer.memory: %v, want ErrBufferFull", err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	result := make(chan error, 1)
-	go p.Produce(ctx, &Record{Topic: "t", Value: make([]byte, 500)}, func(_ *Record, err error) { result <- err })
-	cancel()
-	err := <-result
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("blocked Produce after cancel: %v, want context.Canceled", err)
-	}
-	wg.Wait()
+	synctest.Test(t, func(t *testing.T) {
+		c := virtualCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
+		c.Stall(0, 3*time.Second) // nothing drains the buffer meanwhile
+		p := newTestProducer(t, c, BufferMemory(4096), MaxRequestSize(4096), BatchSize(1024))
+		var wg sync.WaitGroup
+		fits := 4096 / recordMemory(&Record{Topic: "t", Value: make([]byte, 500)})
+		for range fits {
+			wg.Add(1)
+			p.TryProduce(&Record{Topic: "t", Value: make([]byte, 500)}, func(*Record, error) { wg.Done() })
+		}
+		full := make(chan error, 1)
+		p.TryProduce(&Record{Topic: "t", Value: make([]byte, 500)}, func(_ *Record, err error) { full <- err })
+		if err := <-full; !errors.Is(err, ErrBufferFull) {
+			t.Fatalf("TryProduce past buffer.memory: %v, want ErrBufferFull", err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		result := make(chan error, 1)
+		go p.Produce(ctx, &Record{Topic: "t", Value: make([]byte, 500)}, func(_ *Record, err error) { result <- err })
+		cancel()
+		err := <-result
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("blocked Produce after cancel: %v, want context.Canceled", err)
+		}
+		wg.Wait()
+	})
 }
 
 func TestNoGoroutinesLeftAfterClose(t *testing.T) {

@@ -111,7 +111,7 @@ func TestNegativeControlWindowCheckOff(t *testing.T) {
 // first batch after the pause fail with a retriable error without being
 // appended, while 80 records (~20 batches) are produced at once.
 func idleExpiryScenario(t *testing.T, opts ...Opt) (*tracker, *broker.Cluster) {
-	c := startCluster(t, broker.Config{RTT: 20 * time.Millisecond,
+	c := virtualCluster(t, broker.Config{RTT: 20 * time.Millisecond,
 		Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
 	const rearm = time.Second
 	base := []Opt{MaxInFlightRequestsPerConnection(50), BatchSize(512), Linger(0), IdleRearm(rearm)}
@@ -135,8 +135,10 @@ func idleExpiryScenario(t *testing.T, opts ...Opt) (*tracker, *broker.Cluster) {
 // the variant without the pause: there the later batches are written first
 // and the refused one must fail with ErrOrderLost.
 func TestIdlePartitionReArmsGate(t *testing.T) {
-	tr, c := idleExpiryScenario(t)
-	tr.requireClean(t, c, "t", 0)
+	synctest.Test(t, func(t *testing.T) {
+		tr, c := idleExpiryScenario(t)
+		tr.requireClean(t, c, "t", 0)
+	})
 }
 
 // TestNegativeControlGateOff runs the same scenario with the first-batch
@@ -145,15 +147,17 @@ func TestIdlePartitionReArmsGate(t *testing.T) {
 // and the producer has to fail batch 0 with ErrOrderLost, which the clean
 // check above would report.
 func TestNegativeControlGateOff(t *testing.T) {
-	tr, _ := idleExpiryScenario(t, optFunc(func(c *config) error { c.unsafeFixedWindow = 20; return nil }))
-	orderLost := 0
-	for _, err := range tr.failed {
-		if errors.Is(err, ErrOrderLost) {
-			orderLost++
+	synctest.Test(t, func(t *testing.T) {
+		tr, _ := idleExpiryScenario(t, optFunc(func(c *config) error { c.unsafeFixedWindow = 20; return nil }))
+		orderLost := 0
+		for _, err := range tr.failed {
+			if errors.Is(err, ErrOrderLost) {
+				orderLost++
+			}
 		}
-	}
-	if orderLost == 0 {
-		t.Fatalf("gate off, yet no record failed with ErrOrderLost (%d failed): the scenario cannot detect the trap", len(tr.failed))
-	}
-	t.Logf("as expected with the gate off: %d records failed with ErrOrderLost", orderLost)
+		if orderLost == 0 {
+			t.Fatalf("gate off, yet no record failed with ErrOrderLost (%d failed): the scenario cannot detect the trap", len(tr.failed))
+		}
+		t.Logf("as expected with the gate off: %d records failed with ErrOrderLost", orderLost)
+	})
 }
