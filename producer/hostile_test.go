@@ -2,6 +2,7 @@ package producer
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
+	"github.com/longhaul-kafka/longhaul/internal/memnet"
 	"github.com/longhaul-kafka/longhaul/protocol"
 )
 
@@ -26,6 +28,7 @@ import (
 // proxy, but spoils every nth Produce response in one of several ways.
 type hostileProxy struct {
 	t        testing.TB
+	net      *memnet.Network
 	ln       net.Listener
 	upstream string
 	every    int64 // spoil every nth produce response; 0 = none
@@ -49,12 +52,14 @@ const (
 	numSpoils
 )
 
-func startHostileProxy(t testing.TB, upstream string, every int64) *hostileProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// startHostileProxy starts a proxy to upstream on the in-memory network n,
+// closed at cleanup.
+func startHostileProxy(t testing.TB, n *memnet.Network, upstream string, every int64) *hostileProxy {
+	ln, err := n.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	hp := &hostileProxy{t: t, ln: ln, upstream: upstream, every: every}
+	hp := &hostileProxy{t: t, net: n, ln: ln, upstream: upstream, every: every}
 	hp.wg.Add(1)
 	go hp.accept()
 	t.Cleanup(hp.close)
@@ -85,7 +90,7 @@ func (hp *hostileProxy) accept() {
 			return
 		}
 		hp.accepted.Add(1)
-		up, err := net.Dial("tcp", hp.upstream)
+		up, err := hp.net.Dial(context.Background(), "tcp", hp.upstream)
 		if err != nil {
 			c.Close()
 			continue
@@ -202,32 +207,34 @@ func (hp *hostileProxy) spoil(c net.Conn, kind int64, corr int32, resp []byte) b
 // every callback once, every record acked exactly once in order in the real
 // broker's log.
 func TestHostileBrokerCostsOnlyReconnects(t *testing.T) {
-	c := startCluster(t, broker.Config{RTT: 2 * time.Millisecond,
-		Topics: []broker.TopicConfig{{Name: "t", Partitions: 2, Window: 20}}})
-	hp := startHostileProxy(t, c.Addr(), 7)
-	p := newTestProducer(t, c, BootstrapServers(hp.ln.Addr().String()), MaxInFlightRequestsPerConnection(10),
-		BatchSize(512), RequestTimeout(400*time.Millisecond))
-	tr := newTracker(t, "h")
-	for part := range int32(2) {
-		tr.produce(p, "t", part, 0, 1500, 60)
-	}
-	tr.wait()
-	tr.requireClean(t, c, "t", 0, 1)
-	var spoiled []int64
-	total := int64(0)
-	for i := range hp.spoiled {
-		spoiled = append(spoiled, hp.spoiled[i].Load())
-		total += hp.spoiled[i].Load()
-	}
-	t.Logf("produce responses %d, spoiled by kind %v, connections accepted %d", hp.produces.Load(), spoiled, hp.accepted.Load())
-	for kind, n := range spoiled {
-		if n == 0 {
-			t.Errorf("spoil kind %d never happened: the test did not exercise it", kind)
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{RTT: 2 * time.Millisecond,
+			Topics: []broker.TopicConfig{{Name: "t", Partitions: 2, Window: 20}}})
+		hp := startHostileProxy(t, n, c.Addr(), 7)
+		p := newTestProducer(t, c, Dialer(n.Dial), BootstrapServers(hp.ln.Addr().String()), MaxInFlightRequestsPerConnection(10),
+			BatchSize(512), RequestTimeout(400*time.Millisecond))
+		tr := newTracker(t, "h")
+		for part := range int32(2) {
+			tr.produce(p, "t", part, 0, 1500, 60)
 		}
-	}
-	if hp.accepted.Load() < total/2 {
-		t.Errorf("%d connections for %d spoiled responses: spoiled connections were reused", hp.accepted.Load(), total)
-	}
+		tr.wait()
+		tr.requireClean(t, c, "t", 0, 1)
+		var spoiled []int64
+		total := int64(0)
+		for i := range hp.spoiled {
+			spoiled = append(spoiled, hp.spoiled[i].Load())
+			total += hp.spoiled[i].Load()
+		}
+		t.Logf("produce responses %d, spoiled by kind %v, connections accepted %d", hp.produces.Load(), spoiled, hp.accepted.Load())
+		for kind, n := range spoiled {
+			if n == 0 {
+				t.Errorf("spoil kind %d never happened: the test did not exercise it", kind)
+			}
+		}
+		if hp.accepted.Load() < total/2 {
+			t.Errorf("%d connections for %d spoiled responses: spoiled connections were reused", hp.accepted.Load(), total)
+		}
+	})
 }
 
 // TestOutOfOrderOnFirstUnackedBatchIsNotRetriedForever: when the oldest
