@@ -90,6 +90,7 @@ func quietCounts(t *testing.T, rewrite func(*kmsg.MetadataResponse), part int32)
 // Issue 20, item 1: a ready batch for a partition without a leader does
 // not make the sender loop spin; it sleeps until something can change.
 func TestLeaderlessPartitionDoesNotSpinSender(t *testing.T) {
+	t.Parallel()
 	loops, metadata := quietCounts(t, leaderless(1), 1)
 	require.Less(t, loops, int64(maxLoops), "sender loop iterations while the partition has no leader")
 	require.Less(t, metadata, int64(maxMetadata), "Metadata requests while the partition has no leader")
@@ -99,6 +100,7 @@ func TestLeaderlessPartitionDoesNotSpinSender(t *testing.T) {
 // metadata answer unusable, which backs off like a failure instead of
 // being asked again at once.
 func TestLeaderAbsentFromBrokerListBacksOffMetadata(t *testing.T) {
+	t.Parallel()
 	loops, metadata := quietCounts(t, leaderUnlisted(1), 1)
 	require.Less(t, metadata, int64(maxMetadata), "Metadata requests while the leader is not in the broker list")
 	require.Less(t, loops, int64(maxLoops), "sender loop iterations while the leader is not in the broker list")

@@ -31,6 +31,7 @@ func TestOversizedRecordFailsAlone(t *testing.T) {
 }
 
 func TestUnknownTopicFailsWithinDeliveryTimeout(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		c := virtualCluster(t, broker.Config{})
 		p := newTestProducer(t, c, DeliveryTimeout(1500*time.Millisecond), RequestTimeout(time.Second), Linger(0))
@@ -99,6 +100,7 @@ func TestPartitionZeroValueIsNotPartitionZero(t *testing.T) {
 }
 
 func TestCancelWhileBlockedOnBufferMemory(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		c := virtualCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
 		c.Stall(0, 3*time.Second) // nothing drains the buffer meanwhile
@@ -145,6 +147,7 @@ func TestNoGoroutinesLeftAfterClose(t *testing.T) {
 }
 
 func TestCloseWithUnreachableBrokersFailsPending(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
 	p := newTestProducer(t, c)
 	if err := p.ProduceSync(t.Context(), &Record{Topic: "t", Value: []byte("warm")}).FirstErr(); err != nil {

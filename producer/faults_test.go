@@ -14,6 +14,7 @@ import (
 // Exactly once, in order, under faults: every case reads the log back.
 
 func TestExactlyOnceUnderFaults(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		fault func(c *broker.Cluster)
@@ -78,6 +79,7 @@ func windowLossScenario(t *testing.T, topicWindow int, opts ...Opt) (lc logCheck
 }
 
 func TestWindow20AllResponsesLostDeduplicated(t *testing.T) {
+	t.Parallel()
 	lc, st, tr := windowLossScenario(t, 20)
 	if !lc.ok() || len(lc.problems) > 0 {
 		t.Errorf("log: lost=%d dup=%d reorder=%d %v", lc.lost, lc.dup, lc.reorder, first(lc.problems, 5))
@@ -98,6 +100,7 @@ func TestWindow20AllResponsesLostDeduplicated(t *testing.T) {
 // that retains 5): the broker can no longer recognise the retries, and the
 // checks above see it.
 func TestNegativeControlWindowCheckOff(t *testing.T) {
+	t.Parallel()
 	lc, st, tr := windowLossScenario(t, 5, optFunc(func(c *config) error { c.unsafeFixedWindow = 20; return nil }))
 	broken := !lc.ok() || len(tr.failed) > 0 || st.OutOfOrder > 0
 	if !broken {
@@ -135,6 +138,7 @@ func idleExpiryScenario(t *testing.T, opts ...Opt) (*tracker, *broker.Cluster) {
 // the variant without the pause: there the later batches are written first
 // and the refused one must fail with ErrOrderLost.
 func TestIdlePartitionReArmsGate(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		tr, c := idleExpiryScenario(t)
 		tr.requireClean(t, c, "t", 0)
@@ -147,6 +151,7 @@ func TestIdlePartitionReArmsGate(t *testing.T) {
 // and the producer has to fail batch 0 with ErrOrderLost, which the clean
 // check above would report.
 func TestNegativeControlGateOff(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		tr, _ := idleExpiryScenario(t, optFunc(func(c *config) error { c.unsafeFixedWindow = 20; return nil }))
 		orderLost := 0

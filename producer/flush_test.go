@@ -28,6 +28,7 @@ func senderTurns(p *Producer, n int) {
 // Flush returns nil, and by then every record produced before the call
 // has been called back.
 func TestFlushUnderSteadyLoad(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, broker.Config{Nodes: 1, Topics: []broker.TopicConfig{{Name: "t", Partitions: 4, Window: 20}}})
 	p := newTestProducer(t, c, Linger(5*time.Millisecond))
 	stop := make(chan struct{})
@@ -132,6 +133,7 @@ func TestFlushWaitsForWaitingRecords(t *testing.T) {
 // TestFlushCancelStopsTheWaitOnly: Flush returns ctx's error when ctx ends
 // first, and the records it waited for are still delivered.
 func TestFlushCancelStopsTheWaitOnly(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, broker.Config{Nodes: 1, Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
 	p := newTestProducer(t, c)
 	require.NoError(t, produceOne(t, p, &Record{Topic: "t", Value: []byte("warm")}))

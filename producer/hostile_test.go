@@ -207,6 +207,7 @@ func (hp *hostileProxy) spoil(c net.Conn, kind int64, corr int32, resp []byte) b
 // every callback once, every record acked exactly once in order in the real
 // broker's log.
 func TestHostileBrokerCostsOnlyReconnects(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		c, n := memCluster(t, broker.Config{RTT: 2 * time.Millisecond,
 			Topics: []broker.TopicConfig{{Name: "t", Partitions: 2, Window: 20}}})
@@ -251,6 +252,7 @@ func TestHostileBrokerCostsOnlyReconnects(t *testing.T) {
 // so the broker has forgotten the first 15 and answers their retries
 // OOOSN, while the last 5 are still recognised as duplicates.
 func TestOutOfOrderOnFirstUnackedBatchIsNotRetriedForever(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		c := virtualCluster(t, broker.Config{RTT: 20 * time.Millisecond,
 			Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
