@@ -80,17 +80,24 @@ func TestStream(t *testing.T) {
 		{name: "non-unique values", sent: spec("a", "a"), log: []string{"a"}, want: NotUnique},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := Stream(tc.sent, logOf(tc.log...))
-			if tc.want == 0 {
-				require.NoError(t, r.Err())
-				assert.Equal(t, tc.rep, r)
-				return
-			}
-			require.Error(t, r.Err())
-			assert.Positive(t, r.Count(tc.want), "violations: %v", r.Messages())
-			assert.Contains(t, r.Err().Error(), tc.want.String())
+			requireVerdict(t, Stream(tc.sent, logOf(tc.log...)), tc.want, tc.rep)
 		})
 	}
+}
+
+// requireVerdict requires r to pass with counts rep when want is 0, else
+// to report a violation of kind want; it returns whether r failed.
+func requireVerdict(t *testing.T, r Result, want Kind, rep Result) bool {
+	t.Helper()
+	if want == 0 {
+		require.NoError(t, r.Err())
+		assert.Equal(t, rep, r)
+		return false
+	}
+	require.Error(t, r.Err())
+	assert.Positive(t, r.Count(want), "violations: %v", r.Messages())
+	assert.Contains(t, r.Err().Error(), want.String())
+	return true
 }
 
 // TestPartitions shows each partition is checked on its own, a partition
@@ -143,14 +150,9 @@ func TestIncarnations(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := Incarnations(tc.sent, [][]Entry{logOf(tc.old...), logOf(tc.cur...)})
-			if tc.want == 0 {
-				require.NoError(t, r.Err())
-				assert.Equal(t, tc.rep, r)
+			if !requireVerdict(t, r, tc.want, tc.rep) {
 				return
 			}
-			require.Error(t, r.Err())
-			assert.Positive(t, r.Count(tc.want), "violations: %v", r.Messages())
-			assert.Contains(t, r.Err().Error(), tc.want.String())
 			if tc.where != "" {
 				assert.Contains(t, r.Err().Error(), tc.where)
 			} else {
