@@ -119,7 +119,20 @@ func (p *Proxy) Stats() Stats {
 // bytes that are still queued. New connections are accepted as before.
 // It returns the number of connections cut.
 func (p *Proxy) CutAll() int {
+	n := p.cutLinks(false)
+	p.cuts.Add(int64(n))
+	return n
+}
+
+// cutLinks cuts every proxied connection and returns how many it cut. The
+// links are taken under p.mu and cut after it is released; closing marks
+// the proxy closed in the same critical section, so no link accepted
+// later can miss the cut.
+func (p *Proxy) cutLinks(closing bool) int {
 	p.mu.Lock()
+	if closing {
+		p.closed = true
+	}
 	links := make([]*link, 0, len(p.conns))
 	for l := range p.conns {
 		links = append(links, l)
@@ -128,7 +141,6 @@ func (p *Proxy) CutAll() int {
 	for _, l := range links {
 		l.cut()
 	}
-	p.cuts.Add(int64(len(links)))
 	return len(links)
 }
 
@@ -140,16 +152,7 @@ func (p *Proxy) Close() error {
 	p.closeOnce.Do(func() {
 		close(p.done)
 		err = p.ln.Close()
-		p.mu.Lock()
-		p.closed = true
-		links := make([]*link, 0, len(p.conns))
-		for l := range p.conns {
-			links = append(links, l)
-		}
-		p.mu.Unlock()
-		for _, l := range links {
-			l.cut()
-		}
+		p.cutLinks(true)
 		p.wg.Wait()
 	})
 	return err
