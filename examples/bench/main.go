@@ -460,12 +460,7 @@ func printTargets(w io.Writer, rs []result) {
 // parseFlags turns the command line into options.
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	o := options{}
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: go run ./examples/bench [flags]\n\nCompares longhaul (KIP-1269 windows 5/20/50, capped at 5) with kgo over emulated round trips.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
+	fs := cli.NewFlagSet("bench", "Compares longhaul (KIP-1269 windows 5/20/50, capped at 5) with kgo over emulated round trips.\n", stderr)
 	rtts := fs.String("rtt", "0,10ms,50ms,150ms", "comma-separated emulated round trips")
 	parts := fs.String("partitions", "1,16", "comma-separated partition counts")
 	batches := fs.String("batch", "16384,262144", "comma-separated batch.size values in bytes")

@@ -18,7 +18,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -66,12 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // parseFlags turns the command line into a broker.Config.
 func parseFlags(args []string, stderr io.Writer) (broker.Config, error) {
 	var cfg broker.Config
-	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: go run ./examples/broker [flags]\n\nRuns an embedded KIP-1269 Kafka cluster on loopback until interrupted.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
+	fs := cli.NewFlagSet("broker", "Runs an embedded KIP-1269 Kafka cluster on loopback until interrupted.\n", stderr)
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:9092", "listen `host:port` of node 0 (the bootstrap address); other nodes take free loopback ports")
 	fs.IntVar(&cfg.Nodes, "nodes", 1, "number of broker `nodes`, ids 0..n-1; partition p is led by node p % n")
 	fs.DurationVar(&cfg.RTT, "rtt", 0, "emulated round trip per node, e.g. 50ms: each response is written this long after its request was read (0 = none)")

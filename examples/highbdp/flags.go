@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/longhaul-kafka/longhaul/internal/cli"
 )
 
 // options are the parsed command line.
@@ -31,14 +33,8 @@ const minWindow = 5
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
-	fs := flag.NewFlagSet("highbdp", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: go run ./examples/highbdp [flags]\n\n"+
-			"Produces the same idempotent workload to a topic per window (default 5 and 50)\n"+
-			"over an emulated long link and prints the runs side by side.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
+	fs := cli.NewFlagSet("highbdp", "Produces the same idempotent workload to a topic per window (default 5 and 50)\n"+
+		"over an emulated long link and prints the runs side by side.\n", stderr)
 	fs.StringVar(&o.bootstrap, "bootstrap-server", "", "`host:port[,...]` of a real cluster; empty starts the embedded broker in-process")
 	fs.DurationVar(&o.rtt, "rtt", 50*time.Millisecond, "embedded broker: emulated round trip; real cluster: the round trip used for the bound (default: measured)")
 	windows := fs.String("windows", "5,50", "comma-separated producer.state.batches.to.retain of the topics, one topic each, each >= 5")

@@ -1,12 +1,13 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/longhaul-kafka/longhaul/internal/cli"
 )
 
 // options are the parsed command line.
@@ -72,14 +73,8 @@ func expandProducerProps(args []string) []string {
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	var props propsFlag
-	fs := flag.NewFlagSet("perf", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: go run ./examples/perf [flags]\n\n"+
-			"A drop-in for kafka-producer-perf-test using longhaul's idempotent producer.\n"+
-			"Without a bootstrap server it starts the embedded KIP-1269 broker in-process.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
+	fs := cli.NewFlagSet("perf", "A drop-in for kafka-producer-perf-test using longhaul's idempotent producer.\n"+
+		"Without a bootstrap server it starts the embedded KIP-1269 broker in-process.\n", stderr)
 	fs.StringVar(&o.topic, "topic", "longhaul-perf", "topic to produce to")
 	fs.Int64Var(&o.numRecords, "num-records", 100000, "number of records to produce")
 	fs.IntVar(&o.recordSize, "record-size", 100, "value size of each record in `bytes`")

@@ -23,7 +23,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -51,13 +50,7 @@ type options struct {
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
-	fs := flag.NewFlagSet("quickstart", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: go run ./examples/quickstart [flags]\n\n"+
-			"Produces records idempotently and prints partitions, offsets and learned windows.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
+	fs := cli.NewFlagSet("quickstart", "Produces records idempotently and prints partitions, offsets and learned windows.\n", stderr)
 	fs.StringVar(&o.bootstrap, "bootstrap-server", "", "`host:port[,...]` of a cluster; empty starts the embedded broker in-process")
 	fs.StringVar(&o.topic, "topic", "quickstart", "topic to produce to")
 	fs.IntVar(&o.records, "records", 1000, "number of records")

@@ -34,6 +34,20 @@ func Main(run func(ctx context.Context, args []string, stdout, stderr io.Writer)
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// NewFlagSet returns the flag set of program prog: errors are returned,
+// not fatal, and it writes to stderr. Its usage (on -h or a bad flag) is
+// "Usage: go run ./examples/<prog> [flags]", a blank line, about (a
+// description ending in a newline), then "Flags:" and the defaults.
+func NewFlagSet(prog, about string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: go run ./examples/%s [flags]\n\n%s\nFlags:\n", prog, about)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
 // FlagsDone tells run what to do after parsing its flags: with err nil it
 // returns false (carry on); with flag.ErrHelp (-h, the usage already
 // printed) it returns ExitOK and true; with any other error it writes

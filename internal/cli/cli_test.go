@@ -30,3 +30,15 @@ func TestFlagsDone(t *testing.T) {
 	assert.Equal(t, ExitUsage, status)
 	assert.Equal(t, "prog: -rtt: bad duration\nRun with -h for the flags.\n", errb.String())
 }
+
+// TestNewFlagSet: -h prints the usage line, the description and the flags
+// to stderr and returns flag.ErrHelp instead of exiting; a bad flag is an
+// error too.
+func TestNewFlagSet(t *testing.T) {
+	var errb bytes.Buffer
+	fs := NewFlagSet("prog", "Does a thing.\n", &errb)
+	fs.Int("n", 3, "how many")
+	assert.ErrorIs(t, fs.Parse([]string{"-h"}), flag.ErrHelp)
+	assert.Equal(t, "Usage: go run ./examples/prog [flags]\n\nDoes a thing.\n\nFlags:\n  -n int\n    \thow many (default 3)\n", errb.String())
+	assert.Error(t, NewFlagSet("prog", "", &errb).Parse([]string{"-nope"}))
+}
