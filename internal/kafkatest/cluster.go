@@ -54,7 +54,7 @@ type Options struct {
 	// HeapMB is each broker's JVM heap (-Xms and -Xmx) in MiB; default 512.
 	HeapMB int
 	// Listeners are extra listeners on every node (TLS, SASL); see
-	// [Listener] and [Cluster.ListenerAddr].
+	// [Listener] and [Cluster.ListenerBootstrap].
 	Listeners []Listener
 	// Agent, if set, reports whether node i runs with the KIP-1269 agent
 	// (kip1269agent/README.md): a per-topic window

@@ -78,9 +78,6 @@ func addListeners(p map[string]string, n *node) {
 	}
 }
 
-// ListenerAddr returns node i's address of the extra listener name.
-func (c *Cluster) ListenerAddr(i int, name string) string { return c.nodes[i].listeners[name] }
-
 // ListenerBootstrap returns the extra listener name of every node,
 // comma-separated (the form of bootstrap.servers).
 func (c *Cluster) ListenerBootstrap(name string) string {
