@@ -1,9 +1,10 @@
 package producer
 
 import (
+	"bytes"
 	"context"
-	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -78,23 +79,25 @@ func newTracker(t testing.TB, name string) *tracker {
 	return &tracker{t: t, calls: map[string]int{}, acked: map[string]*Record{}, failed: map[string]error{}, producer: name, produced: map[string]bool{}}
 }
 
-// value encodes the producer name and a per-partition sequence.
+// value encodes the producer name and a per-partition sequence
+// (testkit.Value with id "name/partition"), at least 24 bytes: the
+// tracker keys records by their first 24.
 func value(name string, partition int32, seq int, size int) []byte {
-	v := make([]byte, max(size, 24))
-	copy(v, fmt.Sprintf("%s/%d/%d/", name, partition, seq))
-	return v
+	return testkit.Value(name+"/"+strconv.Itoa(int(partition)), uint64(seq), max(size, 24))
 }
 
+// parseValue is value's inverse.
 func parseValue(v []byte) (name string, partition int32, seq int, ok bool) {
-	parts := strings.SplitN(string(v), "/", 4)
-	if len(parts) < 4 {
+	id, s, _, ok := testkit.ParseValue(v)
+	i := bytes.LastIndexByte(id, '/')
+	if !ok || i < 1 {
 		return "", 0, 0, false
 	}
-	var p int
-	if _, err := fmt.Sscanf(parts[1]+" "+parts[2], "%d %d", &p, &seq); err != nil {
+	p, err := strconv.ParseInt(string(id[i+1:]), 10, 32)
+	if err != nil {
 		return "", 0, 0, false
 	}
-	return parts[0], int32(p), seq, true
+	return string(id[:i]), int32(p), int(s), true
 }
 
 // produce sends n records to topic/partition with sequence numbers from

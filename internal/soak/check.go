@@ -15,6 +15,7 @@ import (
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
 	"github.com/longhaul-kafka/longhaul/internal/logcheck"
+	"github.com/longhaul-kafka/longhaul/internal/testkit"
 	"github.com/longhaul-kafka/longhaul/producer"
 )
 
@@ -216,42 +217,25 @@ func cause(err error) string {
 }
 
 // encodeValue writes a record value carrying its producer and sequence,
-// padded to size bytes.
+// padded to size bytes (testkit.Value, the producer's index as the id).
 func encodeValue(producerIdx int, seq uint64, size int) []byte {
-	v := make([]byte, 0, max(size, 24))
-	v = strconv.AppendInt(v, int64(producerIdx), 10)
-	v = append(v, '/')
-	v = strconv.AppendUint(v, seq, 10)
-	v = append(v, '/')
-	for len(v) < size {
-		v = append(v, 'x')
-	}
-	return v
+	return testkit.Value(strconv.Itoa(producerIdx), seq, size)
 }
 
 // decodeValue is encodeValue's inverse; n is the length of the identity,
 // the value up to and including the second '/'.
 func decodeValue(v []byte) (producerIdx int, seq uint64, n int, ok bool) {
-	var nums [2]uint64
-	k, digits := 0, 0
-	for i, c := range v {
-		if c == '/' {
-			if digits == 0 {
-				return 0, 0, 0, false
-			}
-			if k++; k == 2 {
-				return int(nums[0]), nums[1], i + 1, nums[0] < 1<<16
-			}
-			digits = 0
-			continue
-		}
-		if c < '0' || c > '9' || digits > 18 {
+	id, seq, n, ok := testkit.ParseValue(v)
+	if !ok || len(id) > 5 {
+		return 0, 0, 0, false
+	}
+	for _, c := range id {
+		if c < '0' || c > '9' {
 			return 0, 0, 0, false
 		}
-		nums[k] = nums[k]*10 + uint64(c-'0')
-		digits++
+		producerIdx = producerIdx*10 + int(c-'0')
 	}
-	return 0, 0, 0, false
+	return producerIdx, seq, n, producerIdx < 1<<16
 }
 
 // tp names a partition.
