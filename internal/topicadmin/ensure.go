@@ -3,7 +3,8 @@ package topicadmin
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -138,12 +139,7 @@ func create(ctx context.Context, c *protocol.Conn, cfg Config, md *protocol.Meta
 		if rt.ReplicationFactor == 0 {
 			rt.ReplicationFactor = -1
 		}
-		keys := make([]string, 0, len(t.Configs))
-		for k := range t.Configs {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(t.Configs)) {
 			v := t.Configs[k]
 			rc := kmsg.NewCreateTopicsRequestTopicConfig()
 			rc.Name, rc.Value = k, &v
