@@ -47,8 +47,8 @@ func logOf(values ...string) []Entry {
 }
 
 // TestStream is the negative control of every exactly-once-in-order check
-// in the repository (producer tests, the broker's kgo test, kafkatest,
-// soak, highbdp): each legal log passes with the right counts, and each
+// in the repository (producer tests and their chaos test, the broker's kgo
+// test, kafkatest, soak, highbdp): each legal log passes with the right counts, and each
 // doctored one is reported with the rule it breaks.
 func TestStream(t *testing.T) {
 	for _, tc := range []struct {
