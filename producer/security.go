@@ -74,7 +74,7 @@ var securityProperties = append([]property{
 		case "", iamCallbackHandler:
 			return nil
 		}
-		return fmt.Errorf("Java callback handler classes cannot run here; for OAUTHBEARER use sasl.oauthbearer.token.endpoint.url or the SASL option with a token source")
+		return fmt.Errorf("a Java callback handler class cannot run here; for OAUTHBEARER use sasl.oauthbearer.token.endpoint.url or the SASL option with a token source")
 	}},
 	{"sasl.oauthbearer.token.endpoint.url", "", "OAUTHBEARER: the OAuth 2 token endpoint; tokens are fetched with the client credentials grant (clientId, clientSecret, scope from sasl.jaas.config)", func(c *config, v string) error {
 		if v != "" {
