@@ -68,14 +68,15 @@ func copyRecordBytes(r *Record) *copiedBytes {
 
 // partitionState is one partition's queue. The accumulator side (open,
 // sealed, inActive) is guarded by Producer.mu; the rest belongs to the
-// sender goroutine.
+// sender goroutine, which takes sealed batches into its own queue once per
+// pass (takeSealedLocked), so choosing and sending batches takes no lock.
 type partitionState struct {
 	topic *topicState
 	id    int32
 
 	// Producer.mu guards the following.
 	open     *batch   // accepting records
-	sealed   []*batch // full or lingered, waiting for the sender, oldest first
+	sealed   []*batch // full or lingered since the sender's last pass, oldest first
 	inActive bool     // listed in Producer.active
 
 	// Owned by the sender goroutine.
@@ -86,17 +87,18 @@ type partitionState struct {
 	pendingLeader int32 // leader to switch to once in-flight batches finish
 	pendingEpoch  int32
 	hasPending    bool
-	nextSeq       int32    // sequence of the next new batch
-	nextOrd       uint64   // ord of the next new batch
-	inflight      []*batch // sent, sequence order
-	retry         []*batch // failed, to resend first, sequence order
+	queue         []*batch     // sealed batches handed to the sender, not yet sent, oldest first
+	queuedPub     atomic.Int32 // len(queue), for the adaptive partitioner (under Producer.mu)
+	nextSeq       int32        // sequence of the next new batch
+	nextOrd       uint64       // ord of the next new batch
+	inflight      []*batch     // sent, sequence order
+	retry         []*batch     // failed, to resend first, sequence order
 	backoffUntil  time.Time
 	failures      int       // consecutive failures, for backoff
 	lastAck       time.Time // last acknowledgement, for the idle re-arm
 	ackedUpTo     uint64    // 1 + the highest ord acknowledged, 0 before any
 	doubtUpTo     uint64    // 1 + the highest ord failed as FateUnknown, 0 before any
 	report        []*batch  // sent batches not yet called back, in ord order
-	sealedCount   int       // len(sealed) as last seen by the sender
 	gone          bool      // dropped by metadata (topology.go); goneErr says why
 	goneErr       error
 
@@ -263,11 +265,39 @@ func (p *Producer) sealLocked(ps *partitionState) {
 		t := ps.topic
 		var queued func(int32) int
 		if p.cfg.adaptive {
-			queued = func(i int32) int { return len(t.parts[i].sealed) }
+			queued = func(i int32) int { return t.parts[i].queued() }
 		}
 		t.sticky.batchFull(ps.id, int32(len(t.parts)), queued)
 	}
 	p.wakeSender()
+}
+
+// queued is how many sealed batches of ps wait to be sent: those sealed
+// since the sender's last pass and those it holds. Called with p.mu held.
+func (ps *partitionState) queued() int {
+	return len(ps.sealed) + int(ps.queuedPub.Load())
+}
+
+// takeSealedLocked hands ps's sealed batches to the sender goroutine, which
+// owns them from then on. Called on the sender goroutine with p.mu held.
+func (s *sender) takeSealedLocked(ps *partitionState) {
+	if len(ps.sealed) == 0 {
+		return
+	}
+	ps.queue = append(ps.queue, ps.sealed...)
+	clear(ps.sealed)
+	ps.sealed = ps.sealed[:0]
+	ps.queuedPub.Store(int32(len(ps.queue)))
+}
+
+// popQueue removes and returns the oldest batch of ps.queue. Called on the
+// sender goroutine.
+func (s *sender) popQueue(ps *partitionState) *batch {
+	b := ps.queue[0]
+	ps.queue[0] = nil
+	ps.queue = ps.queue[1:]
+	ps.queuedPub.Store(int32(len(ps.queue)))
+	return b
 }
 
 // setPartitionsLocked installs a topic's partition list from metadata and

@@ -246,7 +246,7 @@ func (s *sender) topicNeeded(t *topicState, now time.Time) bool {
 		return true
 	}
 	for _, ps := range t.parts {
-		if ps.open != nil || len(ps.sealed) > 0 || len(ps.retry) > 0 || len(ps.inflight) > 0 {
+		if ps.open != nil || ps.queued() > 0 || len(ps.retry) > 0 || len(ps.inflight) > 0 {
 			return true
 		}
 	}

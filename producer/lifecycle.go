@@ -46,15 +46,12 @@ func (s *sender) expire(now time.Time) time.Time {
 	// Sealed batches were never sent: failing them leaves no gap.
 	for _, ps := range s.active {
 		fatal := s.partitionFatal(ps, idFatal)
-		if ps.open != nil && len(ps.sealed) == 0 && (fatal != nil || now.Sub(ps.open.created) >= timeout) {
+		if ps.open != nil && ps.queued() == 0 && (fatal != nil || now.Sub(ps.open.created) >= timeout) {
 			p.sealLocked(ps) // held open while its partition could not send
 		}
-		for len(ps.sealed) > 0 && (fatal != nil || now.Sub(ps.sealed[0].created) >= timeout) {
-			b := ps.sealed[0]
-			ps.sealed[0] = nil
-			ps.sealed = ps.sealed[1:]
-			ps.sealedCount = max(ps.sealedCount-1, 0)
-			s.failBatch(b, cmp.Or(fatal, s.timeoutCause(ps, nil)), false)
+		s.takeSealedLocked(ps)
+		for len(ps.queue) > 0 && (fatal != nil || now.Sub(ps.queue[0].created) >= timeout) {
+			s.failBatch(s.popQueue(ps), cmp.Or(fatal, s.timeoutCause(ps, nil)), false)
 		}
 	}
 	p.mu.Unlock()
@@ -164,10 +161,10 @@ func (s *sender) shutdown() {
 				ps.sealed = append(ps.sealed, ps.open)
 				ps.open = nil
 			}
-			for _, b := range ps.sealed {
-				s.failBatch(b, ErrClosed, false)
+			s.takeSealedLocked(ps)
+			for len(ps.queue) > 0 {
+				s.failBatch(s.popQueue(ps), ErrClosed, false)
 			}
-			ps.sealed = nil
 		}
 	}
 	p.active = nil

@@ -203,14 +203,15 @@ func (s *sender) withdraw(recs []*Record, cause error) map[*Record]bool {
 			ps.open.recycle()
 			ps.open = nil
 		}
-		ps.sealed = slices.DeleteFunc(ps.sealed, func(b *batch) bool {
+		s.takeSealedLocked(ps)
+		ps.queue = slices.DeleteFunc(ps.queue, func(b *batch) bool {
 			if s.withdrawFrom(b, want, fail) {
 				b.recycle()
 				return true
 			}
 			return false
 		})
-		ps.sealedCount = min(ps.sealedCount, len(ps.sealed))
+		ps.queuedPub.Store(int32(len(ps.queue)))
 		for _, bs := range [][]*batch{ps.inflight, ps.retry} {
 			for _, b := range bs {
 				for _, pr := range b.records {

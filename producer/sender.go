@@ -203,7 +203,7 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 				p.sealLocked(ps)
 			case now.Before(deadline):
 				next = earliest(next, deadline)
-			case s.canSendNow(ps) && s.room(ps) > len(ps.sealed):
+			case s.canSendNow(ps) && s.room(ps) > len(ps.queue)+len(ps.sealed):
 				// Every sealed batch goes out in this pass with room to
 				// spare: the lingered tail goes with them, rather than
 				// wait for their acks to wake the sender.
@@ -214,8 +214,8 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 			// small batch that takes a whole slot of the window. An ack
 			// wakes the sender to look again.
 		}
-		ps.sealedCount = len(ps.sealed)
-		if ps.open == nil && ps.sealedCount == 0 && len(ps.retry) == 0 && len(ps.inflight) == 0 {
+		s.takeSealedLocked(ps)
+		if ps.open == nil && len(ps.queue) == 0 && len(ps.retry) == 0 && len(ps.inflight) == 0 {
 			ps.inActive = false
 			continue
 		}
@@ -350,7 +350,7 @@ func (s *sender) hasSendable(ps *partitionState) bool {
 	if s.retryIndex(ps) >= 0 {
 		return true
 	}
-	return !s.needBump && len(ps.retry) == 0 && ps.sealedCount > 0 && s.withinWindow(ps)
+	return !s.needBump && len(ps.retry) == 0 && len(ps.queue) > 0 && s.withinWindow(ps)
 }
 
 // retryIndex returns the index in ps.retry of the batch to resend next, or
@@ -453,12 +453,10 @@ func (s *sender) peekSize(ps *partitionState) int {
 	if i := s.retryIndex(ps); i >= 0 {
 		return len(ps.retry[i].bytes) + 64
 	}
-	s.p.mu.Lock()
-	defer s.p.mu.Unlock()
-	if len(ps.sealed) == 0 {
+	if len(ps.queue) == 0 {
 		return 0
 	}
-	return ps.sealed[0].builder.EncodedLen() + protocol.RecordBatchOverhead + 64
+	return ps.queue[0].builder.EncodedLen() + protocol.RecordBatchOverhead + 64
 }
 
 // takeBatch moves ps's next batch in flight: a retry first, in sequence
@@ -471,12 +469,7 @@ func (s *sender) takeBatch(ps *partitionState) *batch {
 		ps.retried.Add(1)
 		s.stats.batchesRetried.Add(1)
 	} else {
-		s.p.mu.Lock()
-		b = ps.sealed[0]
-		ps.sealed[0] = nil
-		ps.sealed = ps.sealed[1:]
-		s.p.mu.Unlock()
-		ps.sealedCount--
+		b = s.popQueue(ps)
 		b.seq = ps.nextSeq
 		ps.nextSeq = addSeq(ps.nextSeq, b.builder.NumRecords())
 		b.ord = ps.nextOrd

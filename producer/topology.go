@@ -39,9 +39,10 @@ func (s *sender) dropPartitionLocked(ps *partitionState, err error) {
 		ps.sealed = append(ps.sealed, ps.open)
 		ps.open = nil
 	}
-	sealed := ps.sealed
-	ps.sealed = nil
-	ps.sealedCount = 0
+	s.takeSealedLocked(ps)
+	sealed := ps.queue
+	ps.queue = nil
+	ps.queuedPub.Store(0)
 	for _, b := range append([]*batch(nil), ps.retry...) {
 		s.failBatch(b, err, b.maybeWritten)
 	}
