@@ -309,7 +309,7 @@ func (s *sender) maintainIdentity(now time.Time) time.Time {
 	switch {
 	case !s.haveID:
 		s.startInit(-1, -1)
-	case s.needBump && s.totalInflight == 0 && !s.resolving():
+	case s.needBump && !s.anyInflight() && !s.resolving():
 		switch {
 		case s.needNewID || s.epoch == math.MaxInt16:
 			// An epoch cannot go past 32767: a new id starts again at 0.

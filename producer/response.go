@@ -358,7 +358,6 @@ func (s *sender) removeInflight(b *batch) {
 			copy(ps.inflight[i:], ps.inflight[i+1:])
 			ps.inflight[last] = nil
 			ps.inflight = ps.inflight[:last]
-			s.totalInflight--
 			return
 		}
 	}

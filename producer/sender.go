@@ -44,14 +44,13 @@ type sender struct {
 	nodes    map[int32]*nodeState
 	nodeList []*nodeState
 
-	totalInflight int // batches in flight, all partitions
-	active        []*partitionState
-	events        []func()
-	stopping      bool
-	lims          []inflight.Candidate // scratch for Reserve
-	touched       []*partitionState    // scratch: partitions of the response being handled
-	req           *kmsg.ProduceRequest // reused for every request
-	srFree        []*sentRequest       // recycled sentRequests
+	active   []*partitionState
+	events   []func()
+	stopping bool
+	lims     []inflight.Candidate // scratch for Reserve
+	touched  []*partitionState    // scratch: partitions of the response being handled
+	req      *kmsg.ProduceRequest // reused for every request
+	srFree   []*sentRequest       // recycled sentRequests
 
 	ctx    context.Context // cancelled by shutdown: stops dials and control requests
 	cancel context.CancelFunc
@@ -418,7 +417,20 @@ func (s *sender) room(ps *partitionState) int {
 	if s.p.lim.Gated(ps.lim) {
 		limit = 1
 	}
-	return limit - s.p.lim.InFlight(ps.lim)
+	return limit - len(ps.inflight)
+}
+
+// anyInflight reports whether any batch is in flight. ps.inflight is the
+// sender's one count of a partition's batches in flight (room and the
+// epoch bump derive from it); the limiter keeps its own tickets for
+// admission, which the sender does not read back.
+func (s *sender) anyInflight() bool {
+	for _, ps := range s.active {
+		if len(ps.inflight) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // withinWindow reports whether a new batch of ps would stay within the
@@ -501,7 +513,6 @@ func (s *sender) takeBatch(ps *partitionState) *batch {
 	ps.sent.Add(1)
 	s.stats.batchesSent.Add(1)
 	ps.inflight = append(ps.inflight, b)
-	s.totalInflight++
 	return b
 }
 
