@@ -9,13 +9,16 @@ import (
 // expire fails what delivery.timeout.ms has run out for: records waiting for
 // their topic's metadata, and batches not in flight. Batches in flight wait
 // for their response or request.timeout.ms first, as in the Java client.
+// It returns when the next record or batch not in flight runs out, so the
+// sender sleeps until then (a batch coming back from flight arrives as an
+// event, which runs expire again); zero if nothing waits.
 //
 // It fails them at once, with ErrAuthentication, when the connection they
 // wait for failed authentication or TLS verification (see fatalDialError):
 // retrying cannot help until the configuration or the broker changes, and
 // the caller should learn that in seconds, not after delivery.timeout.ms.
 // Dials go on with backoff, so records produced after a fix go through.
-func (s *sender) expire(now time.Time) time.Time {
+func (s *sender) expire(now time.Time) (next time.Time) {
 	timeout := s.cfg.deliveryTimeout
 	p := s.p
 	idFatal := fatalCause(s.lastIDErr)
@@ -25,13 +28,18 @@ func (s *sender) expire(now time.Time) time.Time {
 	waitLimit := min(timeout, s.cfg.maxBlock)
 	for _, t := range p.topics {
 		fatal := fatalCause(t.lastErr)
-		if len(t.waiting) == 0 || (fatal == nil && now.Sub(t.waiting[0].at) < waitLimit) {
+		if len(t.waiting) == 0 {
+			continue
+		}
+		if fatal == nil && now.Sub(t.waiting[0].at) < waitLimit {
+			next = earliest(next, t.waiting[0].at.Add(waitLimit))
 			continue
 		}
 		keep := t.waiting[:0]
 		for _, pr := range t.waiting {
 			if fatal == nil && now.Sub(pr.at) < waitLimit {
 				keep = append(keep, pr)
+				next = earliest(next, pr.at.Add(waitLimit))
 				continue
 			}
 			cause := fatal
@@ -53,6 +61,11 @@ func (s *sender) expire(now time.Time) time.Time {
 		for len(ps.queue) > 0 && (fatal != nil || now.Sub(ps.queue[0].created) >= timeout) {
 			s.failBatch(s.popQueue(ps), cmp.Or(fatal, s.timeoutCause(ps, nil)), false)
 		}
+		if len(ps.queue) > 0 {
+			next = earliest(next, ps.queue[0].created.Add(timeout))
+		} else if ps.open != nil {
+			next = earliest(next, ps.open.created.Add(timeout))
+		}
 	}
 	p.mu.Unlock()
 	// Retried batches have sequence numbers: failing one leaves a gap, so
@@ -64,8 +77,11 @@ func (s *sender) expire(now time.Time) time.Time {
 			s.failBatch(b, cmp.Or(fatal, s.timeoutCause(ps, b.lastErr)), b.maybeWritten)
 			s.needBump = true
 		}
+		for _, b := range ps.retry {
+			next = earliest(next, b.created.Add(timeout))
+		}
 	}
-	return time.Time{}
+	return next
 }
 
 // waitingCause says why a record that waited for its topic's partitions

@@ -26,4 +26,5 @@ type regressions struct {
 	// testhooks.NoSessionRenewal by the real-Kafka negative control too.
 	noSessionRenewal bool
 	noControlRenewal bool // only the control connection is not renewed
+	idleTick         bool // issue 20: the sender wakes at least once a second, due or not
 }

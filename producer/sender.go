@@ -157,7 +157,13 @@ func (s *sender) run() {
 		default:
 		}
 		now := time.Now()
-		next := now.Add(time.Second)
+		// The loop sleeps until the earliest deadline something below
+		// named (linger, backoff, delivery timeout, metadata age) or an
+		// event arrives; with none due it does not wake at all.
+		var next time.Time
+		if s.cfg.regress.idleTick {
+			next = now.Add(time.Second)
+		}
 		next = earliest(next, s.maintainIdentity(now))
 		next = earliest(next, s.maintainMetadata(now))
 		next = earliest(next, s.expire(now))
@@ -169,12 +175,17 @@ func (s *sender) run() {
 			// ends.
 			next = earliest(next, s.maintainMetadata(now))
 		}
-		timer.Reset(max(next.Sub(now), time.Millisecond))
+		var tc <-chan time.Time
+		if !next.IsZero() {
+			timer.Reset(max(next.Sub(now), time.Millisecond))
+			tc = timer.C
+		}
 		select {
 		case <-s.p.wake:
-		case <-timer.C:
+		case <-tc:
 		case <-s.p.quit:
 		}
+		timer.Stop()
 	}
 }
 
