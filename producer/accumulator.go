@@ -75,9 +75,10 @@ type partitionState struct {
 	id    int32
 
 	// Producer.mu guards the following.
-	open     *batch   // accepting records
-	sealed   []*batch // full or lingered since the sender's last pass, oldest first
-	inActive bool     // listed in Producer.active
+	open       *batch   // accepting records
+	sealed     []*batch // full or lingered since the sender's last pass, oldest first
+	inActive   bool     // listed in Producer.active
+	lingerHeld bool     // the open batch lingered while the partition could not send; see sendReady
 
 	// Owned by the sender goroutine.
 	lim           *inflight.Partition
@@ -88,6 +89,9 @@ type partitionState struct {
 	pendingEpoch  int32
 	hasPending    bool
 	queue         []*batch     // sealed batches handed to the sender, not yet sent, oldest first
+	inReady       bool         // listed in sender.ready
+	inBackoffWait bool         // listed in sender.backoffWait
+	blockedOn     *nodeState   // listed in blockedOn.blocked
 	queuedPub     atomic.Int32 // len(queue), for the adaptive partitioner (under Producer.mu)
 	nextSeq       int32        // sequence of the next new batch
 	nextOrd       uint64       // ord of the next new batch
@@ -260,6 +264,7 @@ func (p *Producer) sealLocked(ps *partitionState) {
 		return
 	}
 	ps.open = nil
+	ps.lingerHeld = false
 	ps.sealed = append(ps.sealed, b)
 	if b.records[0].rec.Key == nil || p.cfg.ignoreKeys || p.cfg.partitioner != nil { // batchFull ignores a non-sticky ps
 		t := ps.topic
@@ -279,7 +284,7 @@ func (ps *partitionState) queued() int {
 }
 
 // takeSealedLocked hands ps's sealed batches to the sender goroutine, which
-// owns them from then on. Called on the sender goroutine with p.mu held.
+// owns them from then on, and puts ps in the ready set. Called on the sender goroutine with p.mu held.
 func (s *sender) takeSealedLocked(ps *partitionState) {
 	if len(ps.sealed) == 0 {
 		return
@@ -288,6 +293,7 @@ func (s *sender) takeSealedLocked(ps *partitionState) {
 	clear(ps.sealed)
 	ps.sealed = ps.sealed[:0]
 	ps.queuedPub.Store(int32(len(ps.queue)))
+	s.markReady(ps)
 }
 
 // popQueue removes and returns the oldest batch of ps.queue. Called on the

@@ -112,6 +112,8 @@ func (s *sender) dialed(n *nodeState, addr string, c *protocol.Conn, err error) 
 		windowCap = 1
 	}
 	s.p.lim.SetNodeWindowCap(n.id, windowCap)
+	s.unblock(n)
+	s.rescan = true // windows of every partition n leads were reset
 	s.cfg.hooks.connected(n, nil)
 	s.cfg.hooks.windowsChanged(s, n.id, WindowReconnect)
 }

@@ -163,6 +163,7 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult) {
 	now := time.Now()
 	s.metaBusy = false
 	s.metaNext = now.Add(s.cfg.metadataMaxAge)
+	s.rescan = true // leaders and broker addresses may have changed
 	for id, addr := range res.Brokers {
 		n := s.node(id)
 		if n.addr != addr {
@@ -292,6 +293,7 @@ func (s *sender) applyLeader(ps *partitionState, leader, epoch int32) {
 	ps.hasPending = false
 	ps.leader, ps.leaderEpoch = leader, epoch
 	ps.leaderPub.Store(leader)
+	s.markReady(ps)
 	// Resets the window to 5 and re-arms the first-batch gate.
 	s.p.lim.SetLeader(ps.lim, leader, epoch)
 	s.cfg.hooks.windowChanged(s, ps, WindowLeaderChange)

@@ -19,6 +19,7 @@ func (s *sender) handleProduce(sr *sentRequest) {
 	defer func() {
 		s.p.lim.Finish(&sr.ir)
 		s.applyPendingLeaders()
+		s.unblock(sr.node) // a request slot on the node is free
 		s.freeRequest(sr)
 	}()
 	// A batch may be recycled once completed: note its partition first.
@@ -83,12 +84,16 @@ func (s *sender) handleProduce(sr *sentRequest) {
 
 // applyPendingLeaders moves the partitions of the request just handled to
 // the leader that metadata named while their batches were in flight, once
-// none are: a partition never has batches at two leaders.
+// none are: a partition never has batches at two leaders. It runs once the
+// whole response is handled, the one place a pending leader is applied
+// besides updateLeader itself (nothing in flight). Every touched partition
+// goes into the ready set: its window, retries or leader changed.
 func (s *sender) applyPendingLeaders() {
 	for i, ps := range s.touched {
 		if ps.hasPending && len(ps.inflight) == 0 {
 			s.applyLeader(ps, ps.pendingLeader, ps.pendingEpoch)
 		}
+		s.markReady(ps)
 		s.touched[i] = nil
 	}
 	s.touched = s.touched[:0]
@@ -278,6 +283,7 @@ func (s *sender) failBatch(b *batch, cause error, fateUnknown bool) {
 	if b.attempts > 0 {
 		s.p.lim.Abandon(b.part.lim, b.ord)
 	}
+	s.markReady(b.part) // the window's anchor may have moved
 	s.removeInflight(b)
 	s.removeRetry(b)
 	seq := b.seq

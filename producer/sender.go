@@ -44,13 +44,19 @@ type sender struct {
 	nodes    map[int32]*nodeState
 	nodeList []*nodeState
 
-	active   []*partitionState
-	events   []func()
-	stopping bool
-	lims     []inflight.Candidate // scratch for Reserve
-	touched  []*partitionState    // scratch: partitions of the response being handled
-	req      *kmsg.ProduceRequest // reused for every request
-	srFree   []*sentRequest       // recycled sentRequests
+	active      []*partitionState // partitions holding data, from the last pass
+	ready       []*partitionState // partitions to visit in the next pass (markReady)
+	visit       []*partitionState // scratch: ready as taken by a pass
+	backoffWait []*partitionState // partitions with a batch waiting for their backoff to end
+	rescan      bool              // visit every active partition in the next pass
+	seenBump    bool              // needBump as of the last pass
+	seenID      int64             // idPub as of the last pass
+	events      []func()
+	stopping    bool
+	lims        []inflight.Candidate // scratch for Reserve
+	touched     []*partitionState    // scratch: partitions of the response being handled
+	req         *kmsg.ProduceRequest // reused for every request
+	srFree      []*sentRequest       // recycled sentRequests
 
 	ctx    context.Context // cancelled by shutdown: stops dials and control requests
 	cancel context.CancelFunc
@@ -77,6 +83,7 @@ type nodeState struct {
 	lastErr      error             // why the last connection failed, for timeouts
 	connected    atomic.Bool       // for Stats
 	cand         []*partitionState // scratch: partitions with a batch for this node
+	blocked      []*partitionState // partitions waiting for a connection or a request slot
 }
 
 // sentRequest is one ProduceRequest in flight and the batches it carries,
@@ -199,8 +206,32 @@ func earliest(a, b time.Time) time.Time {
 
 // sendReady seals lingered batches and sends every batch the in-flight
 // limiter admits. It returns when it next needs to look (linger, backoff).
+//
+// It visits only the partitions that may have become able to send since
+// they were last visited (the ready set, markReady): those handed new
+// sealed batches, those a response, a failure or a leader change touched,
+// those whose backoff ended, those waiting for a node that connected or
+// freed a request slot; and every active partition after a change that
+// concerns all (metadata, producer id or epoch, an epoch bump starting).
 func (s *sender) sendReady(now time.Time) (next time.Time) {
 	p := s.p
+	if s.needBump != s.seenBump || s.idPub.Load() != s.seenID {
+		s.seenBump, s.seenID = s.needBump, s.idPub.Load()
+		s.rescan = true
+	}
+	keepB := s.backoffWait[:0]
+	for _, ps := range s.backoffWait {
+		if now.Before(ps.backoffUntil) {
+			keepB = append(keepB, ps)
+			next = earliest(next, ps.backoffUntil)
+			continue
+		}
+		ps.inBackoffWait = false
+		s.markReady(ps)
+	}
+	clear(s.backoffWait[len(keepB):])
+	s.backoffWait = keepB
+
 	p.mu.Lock()
 	flushAll := p.closed // Flush seals what it waits for itself (flush.go)
 	s.active = s.active[:0]
@@ -213,16 +244,21 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 				p.sealLocked(ps)
 			case now.Before(deadline):
 				next = earliest(next, deadline)
+			case ps.lingerHeld && !ps.inReady && !s.rescan:
+				// Found unable to send before, and nothing that could
+				// change that has happened to it since.
 			case s.canSendNow(ps) && s.room(ps) > len(ps.queue)+len(ps.sealed):
 				// Every sealed batch goes out in this pass with room to
 				// spare: the lingered tail goes with them, rather than
 				// wait for their acks to wake the sender.
 				p.sealLocked(ps)
+			default:
+				// A lingered batch of a partition that cannot send now
+				// keeps filling, as in the Java client: sealing it would
+				// queue a small batch that takes a whole slot of the
+				// window. An ack marks the partition ready to look again.
+				ps.lingerHeld = true
 			}
-			// A lingered batch of a partition that cannot send now keeps
-			// filling, as in the Java client: sealing it would queue a
-			// small batch that takes a whole slot of the window. An ack
-			// wakes the sender to look again.
 		}
 		s.takeSealedLocked(ps)
 		if ps.open == nil && len(ps.queue) == 0 && len(ps.retry) == 0 && len(ps.inflight) == 0 {
@@ -235,9 +271,15 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 	clear(p.active[len(keep):])
 	p.active = keep
 	p.mu.Unlock()
+	if s.rescan {
+		s.rescan = false
+		for _, ps := range s.active {
+			s.markReady(ps)
+		}
+	}
 
 	if !s.haveID {
-		return next
+		return next // the ready set waits; a producer id brings a rescan
 	}
 	// A connection the broker closed while idle (connections.max.idle.ms)
 	// is dropped before any candidate is gathered for it: the next batch
@@ -248,13 +290,25 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 	// sending to it.
 	for _, n := range s.nodes {
 		next = earliest(next, s.checkConn(n, now))
+		if n.conn == nil && len(n.blocked) > 0 {
+			// Partitions wait for this node's connection: dial (again,
+			// once its backoff ends; not while the old one drains).
+			next = earliest(next, s.dial(n, now))
+		}
 	}
-	for _, ps := range s.active {
+	s.visit, s.ready = s.ready, s.visit[:0]
+	for i, ps := range s.visit {
+		s.visit[i] = nil
+		ps.inReady = false
 		if !s.hasSendable(ps) {
 			continue
 		}
 		if now.Before(ps.backoffUntil) {
 			next = earliest(next, ps.backoffUntil)
+			if !ps.inBackoffWait {
+				ps.inBackoffWait = true
+				s.backoffWait = append(s.backoffWait, ps)
+			}
 			continue
 		}
 		if s.needBump {
@@ -275,7 +329,7 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 			ps.lastAck = time.Time{}
 		}
 		if ps.leader < 0 {
-			s.metaWanted.Store(true)
+			s.metaWanted.Store(true) // new metadata brings a rescan
 			continue
 		}
 		n := s.nodes[ps.leader]
@@ -285,6 +339,7 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 		}
 		if n.conn == nil {
 			next = earliest(next, s.dial(n, now))
+			s.blockOn(n, ps)
 			continue
 		}
 		if len(n.cand) == 0 {
@@ -292,6 +347,7 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 		}
 		n.cand = append(n.cand, ps)
 	}
+	s.visit = s.visit[:0]
 	for _, n := range s.nodeList {
 		s.sendToNode(n, now)
 		clear(n.cand)
@@ -300,6 +356,35 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 	clear(s.nodeList)
 	s.nodeList = s.nodeList[:0]
 	return next
+}
+
+// markReady puts ps in the ready set: the next pass looks at it.
+func (s *sender) markReady(ps *partitionState) {
+	if !ps.inReady {
+		ps.inReady = true
+		s.ready = append(s.ready, ps)
+	}
+}
+
+// blockOn parks ps until node n connects or frees a request slot
+// (unblock).
+func (s *sender) blockOn(n *nodeState, ps *partitionState) {
+	if ps.blockedOn != n {
+		ps.blockedOn = n
+		n.blocked = append(n.blocked, ps)
+	}
+}
+
+// unblock marks every partition waiting for n ready.
+func (s *sender) unblock(n *nodeState) {
+	for i, ps := range n.blocked {
+		if ps.blockedOn == n {
+			ps.blockedOn = nil
+			s.markReady(ps)
+		}
+		n.blocked[i] = nil
+	}
+	n.blocked = n.blocked[:0]
 }
 
 // sendToNode sends as many requests to n as the limiter allows, each with
@@ -328,6 +413,11 @@ func (s *sender) sendToNode(n *nodeState, now time.Time) {
 		sr := s.newRequest(n, version)
 		if !s.p.lim.Reserve(n.lim, s.lims, &sr.ir) {
 			s.freeRequest(sr)
+			// At the node's request cap, or none may send: those wait
+			// for a response (theirs, or any of n's: unblock).
+			for _, ps := range n.cand {
+				s.blockOn(n, ps)
+			}
 			return
 		}
 		j := 0
@@ -343,13 +433,20 @@ func (s *sender) sendToNode(n *nodeState, now time.Time) {
 		}
 		s.issue(sr)
 		s.cfg.hooks.requestSent(s, sr)
-		// Partitions that still have batches and room go in the next request.
+		// The next request: admitted partitions that still have a batch
+		// and room, then those the size cut left out. One not admitted
+		// waits for its own response: nothing else changes its answer.
 		keep := n.cand[:0]
-		for _, ps := range n.cand {
-			if s.hasSendable(ps) && s.p.lim.MayReserve(ps.lim, s.nextPos(ps)) {
+		j = 0
+		for _, t := range sr.ir.Tickets {
+			for cands[j].lim != t.Partition {
+				j++
+			}
+			if ps := cands[j]; s.hasSendable(ps) && s.p.lim.MayReserve(ps.lim, s.nextPos(ps)) {
 				keep = append(keep, ps)
 			}
 		}
+		keep = append(keep, n.cand[len(cands):]...)
 		clear(n.cand[len(keep):])
 		n.cand = keep
 	}
