@@ -45,3 +45,55 @@ func TestIdleSenderDoesNotWake(t *testing.T) {
 func TestIdleSenderDoesNotWakeNegativeControl(t *testing.T) {
 	require.GreaterOrEqual(t, idleWakeups(t, true), int64(55), "the 1 s cap wakes the sender about 60 times a minute")
 }
+
+// visitsWhileBlocked fills the window of every partition of a 400-partition
+// topic over a 1 s round trip, then produces 50 full batches to 50 of the
+// partitions while every response is still on its way, and returns how many
+// partitions the sender visited meanwhile.
+func visitsWhileBlocked(t *testing.T, visitAll bool) int64 {
+	const parts = 400
+	var visits int64
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{RTT: time.Second, Topics: []broker.TopicConfig{{Name: "t", Partitions: parts}}})
+		p := memProducer(t, c, n, DeliveryTimeout(time.Minute), RequestTimeout(30*time.Second),
+			optFunc(func(c *config) error { c.regress.visitAll = visitAll; return nil }))
+		l := newLedger("a", "t")
+		for part := range int32(parts) {
+			l.produce(p, part, 1, 10)
+		}
+		require.True(t, l.waitAll(time.Minute), "warm-up: one batch per partition opens its gate")
+		full := func(part int32) {
+			r := &Record{Topic: "t", Value: make([]byte, 600)} // above batch.size: sealed at once
+			r.SetPartition(part)
+			p.Produce(t.Context(), r, nil)
+		}
+		for part := range int32(parts) {
+			for range 6 { // window 5: five in flight, one waiting
+				full(part)
+			}
+		}
+		synctest.Wait()
+		v0 := p.s.visits.Load()
+		for part := range int32(50) {
+			full(part)
+			synctest.Wait()
+		}
+		visits = p.s.visits.Load() - v0
+		t.Logf("partitions visited for 50 new batches while %d partitions wait for their window: %d", parts, visits)
+		require.NoError(t, p.Flush(t.Context()))
+	})
+	return visits
+}
+
+// TestSenderVisitsOnlyReadyPartitions: a new batch makes the sender look at
+// its own partition, not at every partition holding data (issue 20: the
+// send loop walked every partition on every pass, 15.5 % of CPU at 10 000
+// partitions). A count, not a timing; the negative control visits every
+// partition on every pass.
+func TestSenderVisitsOnlyReadyPartitions(t *testing.T) {
+	require.Less(t, visitsWhileBlocked(t, false), int64(400), "fewer visits than one walk over every partition")
+}
+
+func TestSenderVisitsOnlyReadyPartitionsNegativeControl(t *testing.T) {
+	require.GreaterOrEqual(t, visitsWhileBlocked(t, true), int64(50*400), "one walk over every partition per new batch")
+}

@@ -62,8 +62,9 @@ type sender struct {
 	cancel context.CancelFunc
 	bg     sync.WaitGroup // dial and control goroutines
 
-	stats senderStats
-	loops atomic.Int64 // iterations of run's loop, for tests (issue 20)
+	stats  senderStats
+	loops  atomic.Int64 // iterations of run's loop, for tests (issue 20)
+	visits atomic.Int64 // partitions sendReady visited, for tests (issue 20)
 }
 
 type senderStats struct {
@@ -215,7 +216,7 @@ func earliest(a, b time.Time) time.Time {
 // concerns all (metadata, producer id or epoch, an epoch bump starting).
 func (s *sender) sendReady(now time.Time) (next time.Time) {
 	p := s.p
-	if s.needBump != s.seenBump || s.idPub.Load() != s.seenID {
+	if s.needBump != s.seenBump || s.idPub.Load() != s.seenID || s.cfg.regress.visitAll {
 		s.seenBump, s.seenID = s.needBump, s.idPub.Load()
 		s.rescan = true
 	}
@@ -297,6 +298,7 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 		}
 	}
 	s.visit, s.ready = s.ready, s.visit[:0]
+	s.visits.Add(int64(len(s.visit)))
 	for i, ps := range s.visit {
 		s.visit[i] = nil
 		ps.inReady = false
