@@ -27,6 +27,5 @@ type regressions struct {
 	noSessionRenewal bool
 	noControlRenewal bool // only the control connection is not renewed
 	idleTick         bool // issue 20: the sender wakes at least once a second, due or not
-	idleTick         bool // issue 20: the sender wakes at least once a second, due or not
 	visitAll         bool // issue 20: every pass visits every partition holding data
 }

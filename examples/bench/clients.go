@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -97,6 +98,18 @@ type clientConfig struct {
 	// rate, if > 0, is the offered load in records/s (open loop, --rate);
 	// 0 produces as fast as the client accepts.
 	rate float64
+	// keyed: every record gets an 8-byte key, a counter.
+	keyed bool
+}
+
+// setKey writes the next counter value into key, reusing its array.
+func setKey(key []byte, n uint64) []byte {
+	if cap(key) < 8 {
+		key = make([]byte, 8)
+	}
+	key = key[:8]
+	binary.BigEndian.PutUint64(key, n)
+	return key
 }
 
 // produceLoop is what a client runs until stop: produce records as fast as
@@ -105,7 +118,21 @@ type clientConfig struct {
 // steady state.
 type produceLoop interface {
 	run(ctx context.Context, st *caseState)
+	flush(ctx context.Context)
+	// dropFree empties the record free list, so a heap reading counts
+	// the client, not the bench's spare records.
+	dropFree()
 	close()
+}
+
+func drain[T any](c chan T) {
+	for {
+		select {
+		case <-c:
+		default:
+			return
+		}
+	}
 }
 
 // longhaulLoop drives a longhaul producer.
@@ -153,6 +180,7 @@ func (l *longhaulLoop) run(ctx context.Context, st *caseState) {
 	if l.cfg.rate > 0 {
 		pace = newPacer(l.cfg.rate)
 	}
+	var n uint64
 	for !st.stopping.Load() { // cheaper than ctx.Err per record; runCase sets it before cancelling ctx
 		var r *producer.Record
 		select {
@@ -160,11 +188,18 @@ func (l *longhaulLoop) run(ctx context.Context, st *caseState) {
 		default:
 			r = &producer.Record{Topic: l.cfg.topic, Value: l.value}
 		}
+		if l.cfg.keyed {
+			n++
+			r.Key = setKey(r.Key, n)
+		}
 		// Produce resets a reused record's partition and offset itself.
 		r.Timestamp = stamp(pace)
 		l.p.Produce(ctx, r, cb)
 	}
 }
+
+func (l *longhaulLoop) flush(ctx context.Context) { _ = l.p.Flush(ctx) }
+func (l *longhaulLoop) dropFree()                 { drain(l.free) }
 
 func (l *longhaulLoop) close() {
 	ctx, cancel := waitCtx(3 * time.Second)
@@ -176,6 +211,7 @@ func (l *longhaulLoop) close() {
 type kgoLoop struct {
 	cl    *kgo.Client
 	rate  float64
+	keyed bool
 	value []byte
 	free  chan *kgo.Record
 }
@@ -198,7 +234,7 @@ func newKgo(cfg clientConfig) (*kgoLoop, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kgo: %w", err)
 	}
-	return &kgoLoop{cl: cl, rate: cfg.rate, value: make([]byte, cfg.recordSize), free: make(chan *kgo.Record, freeListCap(cfg))}, nil
+	return &kgoLoop{cl: cl, rate: cfg.rate, keyed: cfg.keyed, value: make([]byte, cfg.recordSize), free: make(chan *kgo.Record, freeListCap(cfg))}, nil
 }
 
 func (k *kgoLoop) run(ctx context.Context, st *caseState) {
@@ -213,6 +249,7 @@ func (k *kgoLoop) run(ctx context.Context, st *caseState) {
 	if k.rate > 0 {
 		pace = newPacer(k.rate)
 	}
+	var n uint64
 	for !st.stopping.Load() { // cheaper than ctx.Err per record; runCase sets it before cancelling ctx
 		var r *kgo.Record
 		select {
@@ -220,9 +257,17 @@ func (k *kgoLoop) run(ctx context.Context, st *caseState) {
 		default:
 			r = new(kgo.Record)
 		}
+		key := r.Key
 		*r = kgo.Record{Value: k.value, Timestamp: stamp(pace)}
+		if k.keyed {
+			n++
+			r.Key = setKey(key, n)
+		}
 		k.cl.Produce(ctx, r, promise)
 	}
 }
+
+func (k *kgoLoop) flush(ctx context.Context) { _ = k.cl.Flush(ctx) }
+func (k *kgoLoop) dropFree()                 { drain(k.free) }
 
 func (k *kgoLoop) close() { k.cl.Close() }

@@ -90,7 +90,12 @@ type options struct {
 	// node before the measured cases.
 	primeKafka time.Duration
 	// rate, if > 0, is the offered load in records/s (open loop).
-	rate       float64
+	rate float64
+	// keyed gives every record an 8-byte key (a counter), so records
+	// spread over every partition by hash; else keyless (sticky).
+	keyed bool
+	// heap measures the live heap of each case (--heap).
+	heap       bool
 	cpuProfile string
 	memProfile string
 	// memProfileRate is runtime.MemProfileRate when set; 1 records every
@@ -116,8 +121,13 @@ type result struct {
 	cpuPerGB   float64 // client process CPU seconds per GB of payload, -1 if unknown
 	brokerPerG float64 // child broker CPU seconds per GB, -1 if in-process
 	allocsRec  float64 // -1 if unknown (java)
-	boundMBps  float64 // +Inf when nothing but CPU bounds it
-	window     int     // batches in flight per partition the bound assumes
+	// With --heap: live heap (after a GC) above the case's baseline,
+	// while producing (every partition active) and once everything is
+	// acknowledged (idle), in bytes; the buffer.memory both clients got.
+	heapActive, heapIdle int64
+	bufferBytes          int64
+	boundMBps            float64 // +Inf when nothing but CPU bounds it
+	window               int     // batches in flight per partition the bound assumes
 }
 
 // run parses args, runs the cases and prints the table. It returns the
@@ -224,6 +234,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout)
 	printTargets(stdout, results)
 	printRatios(stdout, o, results)
+	if o.heap {
+		printMemory(stdout, o, results)
+	}
 	printLatency(stdout, o, results)
 	if o.memProfile != "" {
 		if f, err := os.Create(o.memProfile); err == nil {
@@ -259,6 +272,13 @@ func runCase(ctx context.Context, tg target, o options, rtt time.Duration, parts
 		bufferBytes: bufferFor(rtt, parts, w, batch, o.bufferFactor),
 		maxInFlight: o.maxInFlight,
 		rate:        o.rate,
+		keyed:       o.keyed,
+	}
+	res.bufferBytes = cfg.bufferBytes
+	var base runtime.MemStats
+	if o.heap {
+		runtime.GC()
+		runtime.ReadMemStats(&base)
 	}
 	var loop produceLoop
 	if k.kgo {
@@ -287,9 +307,20 @@ func runCase(ctx context.Context, tg target, o options, rtt time.Duration, parts
 	start := sample(b.pid, st)
 	sleep(ctx, o.duration)
 	end := sample(b.pid, st)
+	if o.heap {
+		loop.dropFree()
+		res.heapActive = liveHeap(base)
+	}
 	st.stopping.Store(true)
 	stopProducing()
 	<-loopDone
+	if o.heap {
+		fctx, cancel := waitCtx(30 * time.Second)
+		loop.flush(fctx)
+		cancel()
+		loop.dropFree()
+		res.heapIdle = liveHeap(base)
+	}
 	loop.close()
 
 	res.seconds = end.at.Sub(start.at).Seconds()
@@ -313,6 +344,16 @@ func runCase(ctx context.Context, tg target, o options, rtt time.Duration, parts
 		res.allocsRec = float64(end.mallocs-start.mallocs) / float64(res.records)
 	}
 	return res, nil
+}
+
+// liveHeap collects garbage and returns the live heap above base. The
+// bench's spare records are dropped first (dropFree); records a client
+// still holds count for it.
+func liveHeap(base runtime.MemStats) int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc) - int64(base.HeapAlloc)
 }
 
 // sample reads resource usage together with the case's counters.
@@ -470,6 +511,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.rate, "rate", 0, "open loop: offer this many `records/s` (latency from the intended send time) instead of producing as fast as the client accepts (java: ProducerPerformance --throughput, its latency from send() over the records after --warmup)")
 	fs.IntVar(&o.repeat, "repeat", 1, "rounds of every case, clients alternating within each round")
 	fs.IntVar(&o.recordSize, "record", 1024, "record value size in `bytes`")
+	fs.BoolVar(&o.keyed, "keyed", false, "give every record an 8-byte key (a counter): records spread over every partition by hash (default: keyless, sticky)")
+	fs.BoolVar(&o.heap, "heap", false, "measure each case's live heap (after a GC) while producing and once idle, and print a memory table")
 	fs.DurationVar(&o.duration, "duration", 4*time.Second, "measured time per case, after the warm-up")
 	fs.DurationVar(&o.warmup, "warmup", 0, "warm-up per case before measuring (0 = max(1s, 6 x RTT))")
 	fs.DurationVar(&o.linger, "linger", 5*time.Millisecond, "linger.ms for both clients")

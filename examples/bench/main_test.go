@@ -168,3 +168,31 @@ func TestRoundOrderRotatesSoEveryClientLeadsOnce(t *testing.T) {
 	require.Equal(t, []string{"a", "b", "c"}, clients, "the configured order is not changed")
 	require.Empty(t, roundOrder([]string(nil), 2))
 }
+
+// TestKeyedHeap: --keyed --heap runs keyed records and prints the memory
+// table, one row per client with a positive active heap.
+func TestKeyedHeap(t *testing.T) {
+	var out, errw bytes.Buffer
+	args := []string{"--quick", "--rtt", "0", "--partitions", "8", "--clients", "lh-w5,kgo", "--keyed", "--heap"}
+	if code := run(context.Background(), args, &out, &errw); code != 0 {
+		t.Fatalf("run %q = %d\nstdout:\n%s\nstderr:\n%s", args, code, out.String(), errw.String())
+	}
+	_, mem, ok := strings.Cut(out.String(), "Memory (keyed, ")
+	if !ok {
+		t.Fatalf("no keyed memory table:\n%s", out.String())
+	}
+	rows := 0
+	for _, line := range strings.Split(mem, "\n") {
+		f := strings.Split(line, "|")
+		if len(f) < 13 || strings.TrimSpace(f[1]) == "RTT" || strings.HasPrefix(strings.TrimSpace(f[1]), "-") {
+			continue
+		}
+		rows++
+		if active, err := strconv.ParseFloat(strings.TrimSpace(f[8]), 64); err != nil || active <= 0 {
+			t.Errorf("row %q: heap active %q, want > 0", line, f[8])
+		}
+	}
+	if rows != 2 {
+		t.Errorf("got %d memory rows, want 2:\n%s", rows, mem)
+	}
+}

@@ -106,3 +106,68 @@ func printRatios(w io.Writer, o options, rs []result) {
 		}
 	}
 }
+
+// printMemory summarises --heap: records/s as a ratio to kgo's of the same
+// round, the live heap while every partition is active and once idle, each
+// over the rounds as mean (min-max); heap x kgo divides by kgo's of the
+// same round; per partition is the idle heap divided by the partition
+// count; active - buffer is what the active heap holds beyond buffer.memory,
+// per partition.
+func printMemory(w io.Writer, o options, rs []result) {
+	type group struct {
+		rtt   time.Duration
+		parts int
+		batch int
+	}
+	var order []group
+	byGroup := map[group]map[string]map[int]result{}
+	for _, r := range rs {
+		g := group{r.rtt, r.partitions, r.batch}
+		if byGroup[g] == nil {
+			byGroup[g] = map[string]map[int]result{}
+			order = append(order, g)
+		}
+		if byGroup[g][r.client.name] == nil {
+			byGroup[g][r.client.name] = map[int]result{}
+		}
+		byGroup[g][r.client.name][r.round] = r
+	}
+	keys := "keyless"
+	if o.keyed {
+		keys = "keyed"
+	}
+	const mib = 1 << 20
+	fmt.Fprintf(w, "\nMemory (%s, %d-byte records) over %d round(s): mean (min-max); live heap after a GC above the case's baseline:\n\n", keys, o.recordSize, o.repeat)
+	fmt.Fprintln(w, "| RTT | parts | batch | client | records/s | x kgo | buffer.memory MiB | heap active MiB | heap active x kgo | (active - buffer.memory) B/partition | heap idle MiB | idle B/partition |")
+	fmt.Fprintln(w, "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, g := range order {
+		for _, k := range o.clients {
+			runs := byGroup[g][k.name]
+			if len(runs) == 0 {
+				continue
+			}
+			var recs, xKgo, act, xAct, over, idle, idlePP []float64
+			var buf int64
+			for round, r := range runs {
+				buf = r.bufferBytes
+				recs = append(recs, r.recsPerSec)
+				act = append(act, float64(r.heapActive)/mib)
+				over = append(over, float64(r.heapActive-r.bufferBytes)/float64(g.parts))
+				idle = append(idle, float64(r.heapIdle)/mib)
+				idlePP = append(idlePP, float64(r.heapIdle)/float64(g.parts))
+				if kg, ok := byGroup[g]["kgo"][round]; ok {
+					if kg.recsPerSec > 0 {
+						xKgo = append(xKgo, r.recsPerSec/kg.recsPerSec)
+					}
+					if kg.heapActive > 0 {
+						xAct = append(xAct, float64(r.heapActive)/float64(kg.heapActive))
+					}
+				}
+			}
+			fmt.Fprintf(w, "| %v | %d | %s | %s | %s | %s | %.0f | %s | %s | %s | %s | %s |\n",
+				g.rtt, g.parts, fmtBytes(g.batch), k.name, spreadOf(recs).format(0), spreadOf(xKgo).format(2),
+				float64(buf)/mib, spreadOf(act).format(1), spreadOf(xAct).format(2), spreadOf(over).format(0),
+				spreadOf(idle).format(1), spreadOf(idlePP).format(0))
+		}
+	}
+}
