@@ -134,17 +134,42 @@ type batch struct {
 
 var batchPool = sync.Pool{New: func() any { return new(batch) }}
 
-func newBatch(ps *partitionState, now time.Time, size int) *batch {
+// newBatch takes a batch from the pool for ps. Its buffer, if any, is kept
+// from its last use: under steady load batches come back full-sized, and
+// growFor sizes the others to what they hold.
+func newBatch(ps *partitionState, now time.Time) *batch {
 	b := batchPool.Get().(*batch)
 	b.part = ps
 	b.created = now
 	b.builder.Reset()
-	b.builder.Grow(size)
 	return b
 }
 
+// growFor makes room in b for a record of size encoded bytes. The buffer
+// grows on demand, doubling, never past limit (one batch's most): a batch
+// of one small record holds a small buffer, not batch.size (issue 20: at
+// 10 000 keyed partitions that was 700-1 040 MiB of heap), and one that
+// fills up copies its bytes about once.
+func growFor(b *batch, size, limit int) {
+	free := b.builder.Free()
+	if free >= size {
+		return
+	}
+	used := b.builder.Cap() - free
+	if b.builder.Cap() == 0 {
+		used = protocol.RecordBatchOverhead
+	}
+	b.builder.GrowCap(max(used+size, min(max(2*b.builder.Cap(), 512), limit)))
+}
+
 // recycle returns b to the pool once no request can reference its bytes.
+// A buffer less than half used is dropped rather than pooled: the next
+// batch would hold (and count against buffer.memory) room it may never
+// use; growFor sizes a fresh one to its records.
 func (b *batch) recycle() {
+	if c := b.builder.Cap(); c > 0 && 2*(c-b.builder.Free()) < c {
+		b.builder = protocol.BatchBuilder{}
+	}
 	clear(b.records)
 	b.records = b.records[:0]
 	b.bytes = nil // builder memory, reused by the builder itself
@@ -228,7 +253,7 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) e
 			now = time.Now() // once per batch, not per record
 		}
 		t.used = now
-		b = newBatch(ps, now, min(p.cfg.batchSize, p.maxBatchBody())+pr.size)
+		b = newBatch(ps, now)
 		ps.open = b
 		if !ps.inActive {
 			ps.inActive = true
@@ -236,6 +261,7 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) e
 		}
 		p.wakeSender() // its linger deadline is new to the sender
 	}
+	growFor(b, pr.size, protocol.RecordBatchOverhead+p.maxBatchBody())
 	if d := pr.data; d != nil {
 		b.builder.Append(r.Timestamp.UnixMilli(), d.key, d.value, d.headers)
 		pr.data, pr.at = nil, time.Time{}
@@ -245,6 +271,7 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) e
 	}
 	b.records = append(b.records, pr)
 	b.memory += int64(pr.size)
+	p.settleMemory(b)
 	if b.builder.EncodedLen() >= p.cfg.batchSize {
 		p.sealLocked(ps)
 	}

@@ -253,5 +253,6 @@ func (s *sender) withdrawFrom(b *batch, want map[*Record]bool, fail func(*topicS
 	clear(b.records[len(kept):])
 	b.records = kept
 	b.builder.Retain(func(i int) bool { return keep[i] })
+	s.p.settleMemory(b) // the withdrawn records released their own
 	return len(b.records) == 0
 }

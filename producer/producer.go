@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/semaphore"
-
 	"github.com/longhaul-kafka/longhaul/inflight"
 	"github.com/longhaul-kafka/longhaul/internal/testhooks"
 	"github.com/longhaul-kafka/longhaul/protocol"
@@ -22,7 +20,7 @@ type Producer struct {
 	cfg config
 	log *slog.Logger
 	lim *inflight.Limiter
-	mem *semaphore.Weighted
+	mem *memBudget
 
 	mu        sync.Mutex // guards the following
 	topics    map[string]*topicState
@@ -94,7 +92,7 @@ func newProducer(cfg config) (*Producer, error) {
 	p := &Producer{
 		cfg:        cfg,
 		log:        log,
-		mem:        semaphore.NewWeighted(cfg.bufferMemory),
+		mem:        newMemBudget(cfg.bufferMemory),
 		topics:     make(map[string]*topicState),
 		nodes:      make(map[int32]*nodeState),
 		closeDone:  make(chan struct{}),

@@ -28,4 +28,5 @@ type regressions struct {
 	noControlRenewal bool // only the control connection is not renewed
 	idleTick         bool // issue 20: the sender wakes at least once a second, due or not
 	visitAll         bool // issue 20: every pass visits every partition holding data
+	recordBytesOnly  bool // issue 20: buffer.memory counts record bytes, not buffer capacity
 }

@@ -54,16 +54,19 @@ func (s *sender) split(ps *partitionState) {
 	}
 	s.p.log.Info("batch too large for the broker; split in two", "topic", ps.topic.name, "partition", ps.id,
 		"seq", b.seq, "records", len(recs), "err", b.lastErr)
-	// b's memory now belongs to the halves; b itself is dropped (not
-	// recycled: its records slice is shared with them).
+	// b's memory now belongs to the halves, each holding its own buffer;
+	// b itself is dropped (not recycled: its records slice is shared with
+	// them).
+	b1.memory, b2.memory = b.memory, 0
+	s.p.settleMemory(b1)
+	s.p.settleMemory(b2)
 }
 
 func (s *sender) splitPart(ps *partitionState, b *batch, recs []protocol.Record, prs []pendingRecord, info protocol.BatchInfo, seq int32) *batch {
-	h := newBatch(ps, b.created, 0)
+	h := newBatch(ps, b.created)
 	for i, r := range recs {
 		h.builder.Append(r.Timestamp, r.Key, r.Value, r.Headers)
 		h.records = append(h.records, prs[i])
-		h.memory += int64(prs[i].size)
 	}
 	h.seq = seq
 	h.attempts = b.attempts

@@ -176,6 +176,27 @@ func (b *BatchBuilder) Grow(n int) {
 	b.buf = slices.Grow(b.buf, n)
 }
 
+// GrowCap makes the record buffer's capacity, header space included, at
+// least c bytes. When it must grow it allocates c bytes (rounded up only
+// to the allocator's size class), not append's growth: a caller sizing
+// batches to a limit gets no more than it asked for.
+func (b *BatchBuilder) GrowCap(c int) {
+	if c <= cap(b.buf) {
+		return
+	}
+	buf := make([]byte, max(len(b.buf), RecordBatchOverhead), c)
+	copy(buf, b.buf)
+	b.buf = buf
+}
+
+// Cap returns the bytes the builder's record buffer has allocated, header
+// space included: what it holds in memory, whatever was appended.
+func (b *BatchBuilder) Cap() int { return cap(b.buf) }
+
+// Free returns how many more bytes of records fit before Append must grow
+// the buffer.
+func (b *BatchBuilder) Free() int { return cap(b.buf) - max(len(b.buf), RecordBatchOverhead) }
+
 // NumRecords returns how many records were appended since the last Reset.
 func (b *BatchBuilder) NumRecords() int { return int(b.n) }
 

@@ -1,0 +1,84 @@
+package producer
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-kafka/longhaul/internal/broker"
+)
+
+// openBatchMemory produces one 100-byte record to each of 200 partitions
+// and returns, while the batches are open, the buffer.memory held and the
+// sum of their buffers' capacities.
+func openBatchMemory(t *testing.T, recordBytesOnly bool) (held, capacity int64) {
+	const parts = 200
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: parts}}})
+		p := memProducer(t, c, n, BatchSize(16384), Linger(10*time.Second), DeliveryTimeout(time.Minute),
+			optFunc(func(c *config) error { c.regress.recordBytesOnly = recordBytesOnly; return nil }))
+		value := make([]byte, 100)
+		produceAll := func() {
+			for part := range int32(parts) {
+				r := &Record{Topic: "t", Value: value}
+				r.SetPartition(part)
+				p.Produce(t.Context(), r, nil)
+			}
+		}
+		produceAll() // the first records wait for metadata
+		require.NoError(t, p.Flush(t.Context()))
+		produceAll()
+		p.mu.Lock()
+		for _, tp := range p.topics {
+			for _, ps := range tp.parts {
+				require.NotNil(t, ps.open, "partition %d has its open batch", ps.id)
+				capacity += int64(ps.open.builder.Cap())
+			}
+		}
+		p.mu.Unlock()
+		held = p.mem.Held()
+		t.Logf("%d open batches of one 100-byte record: buffer.memory held %d, buffer capacity %d", parts, held, capacity)
+		require.NoError(t, p.Flush(t.Context()))
+		require.Zero(t, p.mem.Held(), "everything released once called back")
+		require.True(t, memoryReleased(p))
+	})
+	return held, capacity
+}
+
+// TestBufferMemoryCountsBufferCapacity: buffer.memory counts what the
+// batches really hold, their buffers' capacity, and a batch of one record
+// holds a buffer sized to it, not batch.size (issue 20: each batch reserved
+// 16 KiB up front and only record bytes were counted; 700-1 040 MiB of heap
+// at 10 000 keyed partitions). The negative control counts record bytes
+// only, as before.
+func TestBufferMemoryCountsBufferCapacity(t *testing.T) {
+	held, capacity := openBatchMemory(t, false)
+	require.Equal(t, capacity, held, "buffer.memory held equals the open batches' capacity")
+	require.LessOrEqual(t, capacity, int64(200*1024), "one small record holds about 1 KiB, not batch.size")
+}
+
+func TestBufferMemoryCountsBufferCapacityNegativeControl(t *testing.T) {
+	held, capacity := openBatchMemory(t, true)
+	require.NotEqual(t, capacity, held, "counting record bytes only misses the buffers' capacity")
+}
+
+// TestBatchBufferGrowsByDoubling: a batch filled record by record to
+// batch.size grows its buffer a few times (doubling), never past what one
+// batch may hold.
+func TestBatchBufferGrowsByDoubling(t *testing.T) {
+	b := &batch{}
+	limit := 16384
+	grows, last := 0, 0
+	for b.builder.EncodedLen()+120 <= limit-61 {
+		growFor(b, 120, limit)
+		if c := b.builder.Cap(); c != last {
+			grows++
+			last = c
+		}
+		b.builder.Append(0, nil, make([]byte, 100), nil)
+	}
+	require.LessOrEqual(t, b.builder.Cap(), limit, "never past the batch's limit")
+	require.LessOrEqual(t, grows, 7, "512 B doubling to 16 KiB: six growths")
+}
