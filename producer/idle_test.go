@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"context"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -96,4 +97,34 @@ func TestSenderVisitsOnlyReadyPartitions(t *testing.T) {
 
 func TestSenderVisitsOnlyReadyPartitionsNegativeControl(t *testing.T) {
 	require.GreaterOrEqual(t, visitsWhileBlocked(t, true), int64(50*400), "one walk over every partition per new batch")
+}
+
+// TestNewBatchAfterWithdrawnHeldBatchKeepsItsLinger: an open batch held
+// past linger.ms (its partition could not send: five batches in flight fill
+// the window over a 1 s round trip) and then emptied by a withdrawal does
+// not leave its "held" mark to the partition's next batch, which goes out
+// after its own linger, not at delivery.timeout.ms.
+func TestNewBatchAfterWithdrawnHeldBatchKeepsItsLinger(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{RTT: time.Second, Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
+		p := memProducer(t, c, n, Linger(5*time.Millisecond), RequestTimeout(10*time.Second), DeliveryTimeout(30*time.Second))
+		small := func() *Record { return &Record{Topic: "t", Value: []byte("v")} }
+		require.NoError(t, p.ProduceSync(t.Context(), small()).FirstErr(), "warm-up opens the gate")
+		full := make(chan error, 5)
+		for range 5 { // above batch.size: each sealed at once; the window is full
+			p.Produce(t.Context(), &Record{Topic: "t", Value: make([]byte, 600)}, func(_ *Record, err error) { full <- err })
+		}
+		// Lingers past linger.ms behind the full window, then is withdrawn.
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		err := p.ProduceSync(ctx, small()).FirstErr()
+		cancel()
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		for range 5 {
+			require.NoError(t, <-full)
+		}
+		time.Sleep(100 * time.Millisecond)
+		start := time.Now()
+		require.NoError(t, p.ProduceSync(t.Context(), small()).FirstErr())
+		require.Less(t, time.Since(start), 2*time.Second, "linger plus one round trip, not delivery.timeout.ms")
+	})
 }

@@ -277,6 +277,11 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 		for _, ps := range s.active {
 			s.markReady(ps)
 		}
+		// Every partition is looked at again: none waits for a node any
+		// more (its leader may have moved off a node that is gone).
+		for _, n := range s.nodes {
+			s.unblock(n)
+		}
 	}
 
 	if !s.haveID {
