@@ -223,6 +223,11 @@ func newKgo(cfg clientConfig) (*kgoLoop, error) {
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(cfg.linger),
 		kgo.ProducerBatchMaxBytes(int32(cfg.batchSize)),
+		// The same request cap as longhaul's max.request.size: the
+		// embedded broker closes a connection on a frame over 8 MiB, and
+		// kgo's default (100 MiB) let a request of 1 000 full batches
+		// (16 MB) be refused and retried forever: 0 records/s.
+		kgo.BrokerMaxWriteBytes(int32(min(cfg.bufferBytes, 6<<20))),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.MaxBufferedBytes(int(cfg.bufferBytes)),
 		kgo.MaxBufferedRecords(int(cfg.bufferBytes/int64(cfg.recordSize))+1),
