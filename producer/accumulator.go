@@ -132,6 +132,17 @@ type batch struct {
 	topicID      [16]byte // the topic id the last attempt named (Produce v13+)
 }
 
+// trimBuffer drops b's buffer if it is above keepBuffer bytes and less
+// than half used (see recycle).
+func (b *batch) trimBuffer() {
+	if c := b.builder.Cap(); c > keepBuffer && 2*(c-b.builder.Free()) < c {
+		b.builder = protocol.BatchBuilder{}
+	}
+}
+
+// keepBuffer is the largest batch buffer recycle keeps whatever its use.
+const keepBuffer = 4096
+
 var batchPool = sync.Pool{New: func() any { return new(batch) }}
 
 // newBatch takes a batch from the pool for ps. Its buffer, if any, is kept
@@ -163,13 +174,13 @@ func growFor(b *batch, size, limit int) {
 }
 
 // recycle returns b to the pool once no request can reference its bytes.
-// A buffer less than half used is dropped rather than pooled: the next
-// batch would hold (and count against buffer.memory) room it may never
-// use; growFor sizes a fresh one to its records.
+// A buffer above keepBuffer bytes and less than half used is dropped
+// rather than pooled: the next batch would hold (and count against
+// buffer.memory) room it may never use; growFor sizes a fresh one to its
+// records. Small buffers are kept, so tiny batches (many keyed partitions)
+// do not allocate one each.
 func (b *batch) recycle() {
-	if c := b.builder.Cap(); c > 0 && 2*(c-b.builder.Free()) < c {
-		b.builder = protocol.BatchBuilder{}
-	}
+	b.trimBuffer()
 	clear(b.records)
 	b.records = b.records[:0]
 	b.bytes = nil // builder memory, reused by the builder itself

@@ -82,3 +82,21 @@ func TestBatchBufferGrowsByDoubling(t *testing.T) {
 	require.LessOrEqual(t, b.builder.Cap(), limit, "never past the batch's limit")
 	require.LessOrEqual(t, grows, 7, "512 B doubling to 16 KiB: six growths")
 }
+
+// TestRecycleTrimsHalfEmptyLargeBuffers: a pooled batch keeps a buffer it
+// used at least half of, or a small one (up to keepBuffer), and drops a
+// large one it used less than half of.
+func TestRecycleTrimsHalfEmptyLargeBuffers(t *testing.T) {
+	fill := func(capacity, records int) *batch {
+		b := &batch{}
+		b.builder.GrowCap(capacity)
+		for range records {
+			b.builder.Append(0, nil, make([]byte, 100), nil)
+		}
+		b.trimBuffer()
+		return b
+	}
+	require.Equal(t, 16384, fill(16384, 100).builder.Cap(), "more than half used: kept")
+	require.Equal(t, 0, fill(16384, 10).builder.Cap(), "large, less than half used: dropped")
+	require.Equal(t, 4096, fill(4096, 1).builder.Cap(), "small: kept")
+}
