@@ -283,7 +283,7 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) e
 	}
 	b.records = append(b.records, pr)
 	b.memory += int64(pr.size)
-	p.settleMemory(b)
+	p.growMemory(b)
 	if b.builder.EncodedLen() >= p.cfg.batchSize {
 		p.sealLocked(ps)
 	}
@@ -304,6 +304,7 @@ func (p *Producer) sealLocked(ps *partitionState) {
 	}
 	ps.open = nil
 	ps.lingerHeld = false
+	p.settleMemory(b)
 	ps.sealed = append(ps.sealed, b)
 	if b.records[0].rec.Key == nil || p.cfg.ignoreKeys || p.cfg.partitioner != nil { // batchFull ignores a non-sticky ps
 		t := ps.topic

@@ -9,9 +9,12 @@ import (
 )
 
 // memBudget is buffer.memory. Produce acquires a record's worst-case
-// encoded size before placing it (blocking only there); once placed, a
-// batch holds exactly its buffer's capacity (settleMemory), so the budget
-// counts the memory batches really hold, not only record bytes. A buffer
+// encoded size before placing it (blocking only there); an open batch
+// holds the larger of its records' sizes and its buffer's capacity
+// (growMemory, taken as the buffer grows), and from sealing on exactly
+// its buffer's capacity (settleMemory), so the budget counts the memory
+// batches really hold, not only record bytes. Settling once per batch,
+// not per record, keeps the budget's lock off the per-record path. A buffer
 // that grows under Producer.mu cannot wait: Force takes the growth at
 // once, past the limit if need be, and the next releases pay that back
 // before Produce may acquire again.
@@ -75,6 +78,18 @@ func (m *memBudget) Release(n int64) {
 
 // Held returns the bytes held now.
 func (m *memBudget) Held() int64 { return m.held.Load() }
+
+// growMemory makes b hold at least its buffer's capacity, taking the
+// difference: called as records are placed.
+func (p *Producer) growMemory(b *batch) {
+	if p.cfg.regress.recordBytesOnly {
+		return
+	}
+	if c := int64(b.builder.Cap()); c > b.memory {
+		p.mem.Force(c - b.memory)
+		b.memory = c
+	}
+}
 
 // settleMemory makes b hold exactly its buffer's capacity of buffer.memory
 // (0 once it has no records), taking or giving back the difference.

@@ -10,9 +10,9 @@ import (
 	"github.com/longhaul-kafka/longhaul/internal/broker"
 )
 
-// openBatchMemory produces one 100-byte record to each of 200 partitions
-// and returns, while the batches are open, the buffer.memory held and the
-// sum of their buffers' capacities.
+// openBatchMemory produces one 100-byte record to each of 200 partitions,
+// seals their batches and returns, before the sender takes them, the
+// buffer.memory held and the sum of their buffers' capacities.
 func openBatchMemory(t *testing.T, recordBytesOnly bool) (held, capacity int64) {
 	const parts = 200
 	synctest.Test(t, func(t *testing.T) {
@@ -30,16 +30,29 @@ func openBatchMemory(t *testing.T, recordBytesOnly bool) (held, capacity int64) 
 		produceAll() // the first records wait for metadata
 		require.NoError(t, p.Flush(t.Context()))
 		produceAll()
+		// No require under p.mu: a failure would leave it locked.
+		open, underHeld := 0, 0
 		p.mu.Lock()
 		for _, tp := range p.topics {
 			for _, ps := range tp.parts {
-				require.NotNil(t, ps.open, "partition %d has its open batch", ps.id)
-				capacity += int64(ps.open.builder.Cap())
+				if ps.open == nil {
+					continue
+				}
+				open++
+				if ps.open.memory < int64(ps.open.builder.Cap()) {
+					underHeld++
+				}
+				p.sealLocked(ps) // settles: from now on exactly its capacity
+				capacity += int64(ps.sealed[len(ps.sealed)-1].builder.Cap())
 			}
 		}
-		p.mu.Unlock()
 		held = p.mem.Held()
-		t.Logf("%d open batches of one 100-byte record: buffer.memory held %d, buffer capacity %d", parts, held, capacity)
+		p.mu.Unlock()
+		require.Equal(t, parts, open, "every partition has its open batch")
+		if !recordBytesOnly {
+			require.Zero(t, underHeld, "an open batch holds at least its buffer's capacity")
+		}
+		t.Logf("%d sealed batches of one 100-byte record: buffer.memory held %d, buffer capacity %d", parts, held, capacity)
 		require.NoError(t, p.Flush(t.Context()))
 		require.Zero(t, p.mem.Held(), "everything released once called back")
 		require.True(t, memoryReleased(p))
@@ -55,7 +68,7 @@ func openBatchMemory(t *testing.T, recordBytesOnly bool) (held, capacity int64) 
 // only, as before.
 func TestBufferMemoryCountsBufferCapacity(t *testing.T) {
 	held, capacity := openBatchMemory(t, false)
-	require.Equal(t, capacity, held, "buffer.memory held equals the open batches' capacity")
+	require.Equal(t, capacity, held, "buffer.memory held equals the sealed batches' capacity")
 	require.LessOrEqual(t, capacity, int64(200*1024), "one small record holds about 1 KiB, not batch.size")
 }
 
