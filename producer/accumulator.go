@@ -81,9 +81,9 @@ type partitionState struct {
 	lingerHeld bool     // the open batch lingered while the partition could not send; see sendReady
 
 	// Owned by the sender goroutine.
-	lim           *inflight.Partition
-	leader        int32        // leader the limiter knows, -1 = none
-	leaderPub     atomic.Int32 // leader, for Stats
+	admission     *inflight.Partition // this partition in the limiter: window, positions, gate
+	leader        int32               // leader the limiter knows, -1 = none
+	leaderPub     atomic.Int32        // leader, for Stats
 	leaderEpoch   int32
 	pendingLeader int32 // leader to switch to once in-flight batches finish
 	pendingEpoch  int32
@@ -351,10 +351,10 @@ func (s *sender) popQueue(ps *partitionState) *batch {
 func (p *Producer) setPartitionsLocked(t *topicState, count int32, now time.Time) {
 	for i := int32(len(t.parts)); i < count; i++ {
 		t.parts = append(t.parts, &partitionState{
-			topic:  t,
-			id:     i,
-			lim:    p.lim.Partition(t.name, i),
-			leader: -1,
+			topic:     t,
+			id:        i,
+			admission: p.limiter.Partition(t.name, i),
+			leader:    -1,
 		})
 		t.parts[i].leaderPub.Store(-1)
 	}

@@ -28,7 +28,7 @@ func (s *sender) dialConfig() protocol.DialConfig {
 func (s *sender) node(id int32) *nodeState {
 	n := s.nodes[id]
 	if n == nil {
-		n = &nodeState{id: id, lim: s.p.lim.Node(id)}
+		n = &nodeState{id: id, admission: s.p.limiter.Node(id)}
 		s.nodes[id] = n
 		s.p.mu.Lock()
 		s.p.nodes[id] = n
@@ -103,7 +103,7 @@ func (s *sender) dialed(n *nodeState, addr string, c *protocol.Conn, err error) 
 	n.connected.Store(true)
 	// A new connection may reach a broker that lost our state: every
 	// partition it leads starts again at 5 with the first-batch gate.
-	s.p.lim.NewConnection(n.id)
+	s.p.limiter.NewConnection(n.id)
 	// Kafka 0.11 (Produce v3) retains only the last batch per producer:
 	// one batch in flight per partition there. Produce v4 (Kafka 1.0) and
 	// later retain 5.
@@ -111,7 +111,7 @@ func (s *sender) dialed(n *nodeState, addr string, c *protocol.Conn, err error) 
 	if v, ok := c.Version(0); ok && v < 4 {
 		windowCap = 1
 	}
-	s.p.lim.SetNodeWindowCap(n.id, windowCap)
+	s.p.limiter.SetNodeWindowCap(n.id, windowCap)
 	s.unblock(n)
 	s.rescan = true // windows of every partition n leads were reset
 	s.cfg.hooks.connected(n, nil)

@@ -295,7 +295,7 @@ func (s *sender) applyLeader(ps *partitionState, leader, epoch int32) {
 	ps.leaderPub.Store(leader)
 	s.markReady(ps)
 	// Resets the window to 5 and re-arms the first-batch gate.
-	s.p.lim.SetLeader(ps.lim, leader, epoch)
+	s.p.limiter.SetLeader(ps.admission, leader, epoch)
 	s.cfg.hooks.windowChanged(s, ps, WindowLeaderChange)
 }
 
@@ -411,7 +411,7 @@ func (s *sender) initDone(askedPID, id int64, epoch int16, code int16) {
 		s.p.log.Info("producer epoch bumped; unacknowledged batches renumbered", "producer_id", id, "epoch", epoch)
 	}
 	s.needBump, s.needNewID = false, false
-	s.p.lim.ResetAll()
+	s.p.limiter.ResetAll()
 	s.cfg.hooks.windowsChanged(s, -1, WindowBump)
 }
 
@@ -437,7 +437,7 @@ func (s *sender) renumber() {
 			for _, b := range ps.retry {
 				// A fresh position: the batch goes out as a new one
 				// under the new epoch (its old one may have been parked).
-				s.p.lim.Abandon(ps.lim, b.ord)
+				s.p.limiter.Abandon(ps.admission, b.ord)
 				b.ord = ps.nextOrd
 				ps.nextOrd++
 				b.parked = false

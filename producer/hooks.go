@@ -242,7 +242,7 @@ func (s *sender) batchInfo(b *batch, node int32, now time.Time) BatchInfo {
 	return BatchInfo{
 		Topic: ps.topic.name, Partition: ps.id, Node: node,
 		Records: len(b.records), Bytes: len(b.bytes), Attempt: b.attempts,
-		BaseSequence: b.seq, Age: now.Sub(b.created), Window: s.p.lim.Limit(ps.lim),
+		BaseSequence: b.seq, Age: now.Sub(b.created), Window: s.p.limiter.Limit(ps.admission),
 	}
 }
 
@@ -320,7 +320,7 @@ func (hs *hookSet) windowChanged(s *sender, ps *partitionState, why WindowCause)
 			old = min(old, c)
 		}
 	}
-	now := s.p.lim.Limit(ps.lim)
+	now := s.p.limiter.Limit(ps.admission)
 	if now == old {
 		if !seen {
 			hs.windows[ps] = now

@@ -17,10 +17,10 @@ import (
 // Producer is an idempotent Kafka producer. It is safe for concurrent use.
 // Create one with [New] or [NewFromProperties] and Close it when done.
 type Producer struct {
-	cfg config
-	log *slog.Logger
-	lim *inflight.Limiter
-	mem *memBudget
+	cfg     config
+	log     *slog.Logger
+	limiter *inflight.Limiter // admits batches: windows per partition, slots per node
+	mem     *memBudget
 
 	mu        sync.Mutex // guards the following
 	topics    map[string]*topicState
@@ -123,7 +123,7 @@ func newProducer(cfg config) (*Producer, error) {
 	if cfg.unsafeFixedWindow > 0 {
 		testhooks.FixedWindow(lim, cfg.unsafeFixedWindow)
 	}
-	p.lim = lim
+	p.limiter = lim
 	p.cbs = newCallbackQueue()
 	p.s = newSender(p)
 	go p.cbs.run()

@@ -17,7 +17,7 @@ import (
 func (s *sender) handleProduce(sr *sentRequest) {
 	resp, err := sr.resp, sr.err
 	defer func() {
-		s.p.lim.Finish(&sr.ir)
+		s.p.limiter.Finish(&sr.ir)
 		s.applyPendingLeaders()
 		s.unblock(sr.node) // a request slot on the node is free
 		s.freeRequest(sr)
@@ -34,7 +34,7 @@ func (s *sender) handleProduce(sr *sentRequest) {
 			code = codeLost
 		}
 		for i, b := range sr.batches {
-			s.p.lim.Complete(sr.ir.Tickets[i], inflight.Outcome{})
+			s.p.limiter.Complete(sr.ir.Tickets[i], inflight.Outcome{})
 			s.removeInflight(b)
 			s.batchRejected(b, code, err, nil, now)
 		}
@@ -48,7 +48,7 @@ func (s *sender) handleProduce(sr *sentRequest) {
 		if rp == nil {
 			// A response that leaves out a partition we sent is a broker
 			// bug; we cannot know what happened, so treat it as lost.
-			s.p.lim.Complete(sr.ir.Tickets[i], inflight.Outcome{})
+			s.p.limiter.Complete(sr.ir.Tickets[i], inflight.Outcome{})
 			s.removeInflight(b)
 			s.batchRejected(b, codeLost, errMissingPartition, nil, now)
 			continue
@@ -63,7 +63,7 @@ func (s *sender) handleProduce(sr *sentRequest) {
 		switch rp.ErrorCode {
 		case 0, kerr.DuplicateSequenceNumber.Code:
 			out.Acked = true
-			s.p.lim.Complete(sr.ir.Tickets[i], out)
+			s.p.limiter.Complete(sr.ir.Tickets[i], out)
 			offset := rp.BaseOffset
 			if rp.ErrorCode != 0 {
 				offset = -1
@@ -71,7 +71,7 @@ func (s *sender) handleProduce(sr *sentRequest) {
 			s.cfg.hooks.batchAcked(s, sr.node.id, b, offset)
 			s.batchAcked(b, offset)
 		default:
-			s.p.lim.Complete(sr.ir.Tickets[i], out)
+			s.p.limiter.Complete(sr.ir.Tickets[i], out)
 			s.cfg.hooks.windowChanged(s, b.part, WindowLearned)
 			cause := kerr.ErrorForCode(rp.ErrorCode)
 			if rp.ErrorMessage != nil && *rp.ErrorMessage != "" {
@@ -281,7 +281,7 @@ func (s *sender) failBatch(b *batch, cause error, fateUnknown bool) {
 		b.part.doubtUpTo = max(b.part.doubtUpTo, b.ord+1)
 	}
 	if b.attempts > 0 {
-		s.p.lim.Abandon(b.part.lim, b.ord)
+		s.p.limiter.Abandon(b.part.admission, b.ord)
 	}
 	s.markReady(b.part) // the window's anchor may have moved
 	s.removeInflight(b)

@@ -75,7 +75,7 @@ type senderStats struct {
 type nodeState struct {
 	id           int32
 	addr         string
-	lim          *inflight.Node
+	admission    *inflight.Node // this node in the limiter: its request slots
 	conn         *protocol.Conn // nil: not connected
 	draining     *protocol.Conn // being drained to renew its SASL session (checkConn)
 	dialing      bool
@@ -331,7 +331,7 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 			// is acknowledged. The default, minutes, is far below Kafka's
 			// producer.id.expiration.ms (a day) and costs one round trip
 			// per burst after a pause that long.
-			s.p.lim.Reset(ps.lim)
+			s.p.limiter.Reset(ps.admission)
 			s.cfg.hooks.windowChanged(s, ps, WindowIdle)
 			ps.lastAck = time.Time{}
 		}
@@ -415,10 +415,10 @@ func (s *sender) sendToNode(n *nodeState, now time.Time) {
 		}
 		s.lims = s.lims[:0]
 		for _, ps := range cands {
-			s.lims = append(s.lims, inflight.Candidate{Partition: ps.lim, Pos: s.nextPos(ps)})
+			s.lims = append(s.lims, inflight.Candidate{Partition: ps.admission, Pos: s.nextPos(ps)})
 		}
 		sr := s.newRequest(n, version)
-		if !s.p.lim.Reserve(n.lim, s.lims, &sr.ir) {
+		if !s.p.limiter.Reserve(n.admission, s.lims, &sr.ir) {
 			s.freeRequest(sr)
 			// At the node's request cap, or none may send: those wait
 			// for a response (theirs, or any of n's: unblock).
@@ -429,7 +429,7 @@ func (s *sender) sendToNode(n *nodeState, now time.Time) {
 		}
 		j := 0
 		for _, t := range sr.ir.Tickets {
-			for cands[j].lim != t.Partition {
+			for cands[j].admission != t.Partition {
 				j++
 			}
 			b := s.takeBatch(cands[j])
@@ -446,10 +446,10 @@ func (s *sender) sendToNode(n *nodeState, now time.Time) {
 		keep := n.cand[:0]
 		j = 0
 		for _, t := range sr.ir.Tickets {
-			for cands[j].lim != t.Partition {
+			for cands[j].admission != t.Partition {
 				j++
 			}
-			if ps := cands[j]; s.hasSendable(ps) && s.p.lim.MayReserve(ps.lim, s.nextPos(ps)) {
+			if ps := cands[j]; s.hasSendable(ps) && s.p.limiter.MayReserve(ps.admission, s.nextPos(ps)) {
 				keep = append(keep, ps)
 			}
 		}
@@ -512,7 +512,7 @@ func (s *sender) park(ps *partitionState) {
 	}
 	for _, b := range ps.retry {
 		if !b.maybeWritten && !b.parked {
-			s.p.lim.Abandon(ps.lim, b.ord)
+			s.p.limiter.Abandon(ps.admission, b.ord)
 			b.parked = true
 		}
 	}
@@ -522,14 +522,14 @@ func (s *sender) park(ps *partitionState) {
 // leader, nothing waiting for retry, and room in the limiter, window
 // included.
 func (s *sender) canSendNow(ps *partitionState) bool {
-	return ps.leader >= 0 && len(ps.retry) == 0 && !s.needBump && s.p.lim.MayReserve(ps.lim, ps.nextOrd)
+	return ps.leader >= 0 && len(ps.retry) == 0 && !s.needBump && s.p.limiter.MayReserve(ps.admission, ps.nextOrd)
 }
 
 // room is how many more batches of ps the limiter would admit now: 1 while
 // the first-batch gate is armed, else the window less what is in flight.
 func (s *sender) room(ps *partitionState) int {
-	limit := s.p.lim.Limit(ps.lim)
-	if s.p.lim.Gated(ps.lim) {
+	limit := s.p.limiter.Limit(ps.admission)
+	if s.p.limiter.Gated(ps.admission) {
 		limit = 1
 	}
 	return limit - len(ps.inflight)
@@ -552,7 +552,7 @@ func (s *sender) anyInflight() bool {
 // broker's window counted from the oldest unacknowledged batch; the rule
 // and its reasons are the limiter's (inflight.Limiter.InWindow).
 func (s *sender) withinWindow(ps *partitionState) bool {
-	return s.p.lim.InWindow(ps.lim, ps.nextOrd)
+	return s.p.limiter.InWindow(ps.admission, ps.nextOrd)
 }
 
 // nextPos is the limiter position of the batch takeBatch would send next:

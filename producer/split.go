@@ -35,10 +35,10 @@ func (s *sender) split(ps *partitionState) {
 	ps.retry = append(ps.retry, nil)
 	copy(ps.retry[2:], ps.retry[1:])
 	ps.retry[1] = b2
-	s.p.lim.Abandon(ps.lim, b.ord)
+	s.p.limiter.Abandon(ps.admission, b.ord)
 	for _, x := range ps.retry {
 		if x != b1 && x != b2 {
-			s.p.lim.Abandon(ps.lim, x.ord) // its position moves to the end
+			s.p.limiter.Abandon(ps.admission, x.ord) // its position moves to the end
 		}
 		x.ord = ps.nextOrd
 		ps.nextOrd++

@@ -63,16 +63,16 @@ func (p *Producer) Stats() Stats {
 				Topic:          t.name,
 				Partition:      ps.id,
 				Leader:         ps.leaderPub.Load(),
-				Limit:          p.lim.Limit(ps.lim),
-				InFlight:       p.lim.InFlight(ps.lim),
-				Gated:          p.lim.Gated(ps.lim),
+				Limit:          p.limiter.Limit(ps.admission),
+				InFlight:       p.limiter.InFlight(ps.admission),
+				Gated:          p.limiter.Gated(ps.admission),
 				BatchesSent:    ps.sent.Load(),
 				BatchesRetried: ps.retried.Load(),
 			})
 		}
 	}
 	for _, n := range p.nodes {
-		st.Nodes = append(st.Nodes, NodeStats{ID: n.id, Connected: n.connected.Load(), RequestsInFlight: p.lim.NodeInFlight(n.lim)})
+		st.Nodes = append(st.Nodes, NodeStats{ID: n.id, Connected: n.connected.Load(), RequestsInFlight: p.limiter.NodeInFlight(n.admission)})
 	}
 	p.mu.Unlock()
 	sort.Slice(st.Partitions, func(i, j int) bool {
@@ -93,5 +93,5 @@ func (p *Producer) InFlightLimit(topic string, partition int32) int {
 	if t == nil || partition < 0 || int(partition) >= len(t.parts) {
 		return inflight.DefaultWindow
 	}
-	return p.lim.Limit(t.parts[partition].lim)
+	return p.limiter.Limit(t.parts[partition].admission)
 }

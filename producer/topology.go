@@ -17,7 +17,7 @@ func (s *sender) topicRecreatedLocked(t *topicState, count int32) {
 	s.p.log.Info("topic re-created: new topic id", "topic", t.name, "partitions", count)
 	for _, ps := range t.parts {
 		ps.leaderEpoch, ps.pendingEpoch = -1, -1
-		s.p.lim.Reset(ps.lim)
+		s.p.limiter.Reset(ps.admission)
 	}
 	if count >= int32(len(t.parts)) {
 		return
@@ -52,5 +52,5 @@ func (s *sender) dropPartitionLocked(ps *partitionState, err error) {
 	ps.hasPending = false
 	ps.leader = -1
 	ps.leaderPub.Store(-1)
-	s.p.lim.SetLeader(ps.lim, -1, -1)
+	s.p.limiter.SetLeader(ps.admission, -1, -1)
 }
