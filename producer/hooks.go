@@ -275,7 +275,7 @@ func (hs *hookSet) batchAcked(s *sender, node int32, b *batch, baseOffset int64)
 }
 
 // batchRejected reports an attempt of b that was not acknowledged
-// (response.go, batchRejected; lifecycle.go, shutdown), before b's fate is
+// (response.go, batchRejected; shutdown.go), before b's fate is
 // applied. node is where the attempt went; -1 takes the partition's leader.
 func (hs *hookSet) batchRejected(s *sender, node int32, b *batch, err error, retrying bool) {
 	if len(hs.rejected) == 0 {
@@ -372,7 +372,7 @@ func (hs *hookSet) connected(n *nodeState, err error) {
 }
 
 // disconnected reports a connection given up (conns.go, connFailed;
-// lifecycle.go, shutdown).
+// shutdown.go).
 func (hs *hookSet) disconnected(n *nodeState, cause error) {
 	for _, h := range hs.disconnect {
 		h.OnBrokerDisconnect(n.id, n.addr, cause)

@@ -1,0 +1,57 @@
+package producer
+
+// shutdown fails everything still held and closes every connection. It
+// runs on the sender goroutine when Close stops it.
+func (s *sender) shutdown() {
+	s.stopping = true
+	s.cancel()
+	for _, n := range s.nodes {
+		if n.conn != nil {
+			n.conn.Close()
+			n.conn = nil // its failing requests are not a connection loss
+			s.cfg.hooks.disconnected(n, ErrClosed)
+		}
+		if n.draining != nil {
+			n.draining.Close()
+			n.draining = nil
+			s.cfg.hooks.disconnected(n, ErrClosed)
+		}
+	}
+	if s.control != nil {
+		s.control.Close()
+	}
+	// Dial and control goroutines end promptly once s.ctx is cancelled;
+	// run their events so any connection they opened is closed.
+	s.bg.Wait()
+	for _, f := range s.p.takeEvents(nil) {
+		f()
+	}
+	p := s.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range p.topics {
+		for _, pr := range t.waiting {
+			p.failRecordLocked(pr, &DeliveryError{Topic: t.name, Partition: -1, BaseSequence: -1, Err: ErrClosed})
+		}
+		t.waiting = nil
+		for _, ps := range t.parts {
+			for len(ps.inflight) > 0 {
+				s.cfg.hooks.batchRejected(s, -1, ps.inflight[0], ErrClosed, false)
+				s.failBatch(ps.inflight[0], ErrClosed, true)
+			}
+			for len(ps.retry) > 0 {
+				b := ps.retry[0]
+				s.failBatch(b, ErrClosed, b.maybeWritten)
+			}
+			if ps.open != nil {
+				ps.sealed = append(ps.sealed, ps.open)
+				ps.open = nil
+			}
+			s.takeSealedLocked(ps)
+			for len(ps.queue) > 0 {
+				s.failBatch(s.popQueue(ps), ErrClosed, false)
+			}
+		}
+	}
+	p.active = nil
+}
