@@ -2,6 +2,8 @@
 // batch of a partition, so that no partition ever has more batches in flight
 // than its leader can deduplicate (KIP-1269).
 //
+// # Rules
+//
 // Three checks must all hold before a batch of partition P goes to node B:
 //
 //  1. Per partition: batches of P in flight < limit(P). The limit starts at
@@ -32,12 +34,17 @@
 //  3. Per node: requests in flight on the current connection to B <
 //     max.in.flight.requests.per.connection (any value >= 1).
 //
-// The entry points are [New], [Limiter.Reserve], [Limiter.Complete],
-// [Limiter.Abandon] and [Limiter.Finish]; [Limiter.SetLeader],
-// [Limiter.NewConnection] and [Limiter.ResetAll] report what the producer
-// learns. The package is pure
-// logic: it starts no goroutines, does no I/O and reads no clock. A [Limiter]
-// is safe for concurrent use; one mutex guards all of its state, and the only
-// user code it calls, [Config.OnInvalidWindow], runs after that mutex is
-// released.
+// # Entry points
+//
+// [New] makes a [Limiter]; [Limiter.Reserve] admits batches,
+// [Limiter.Complete], [Limiter.Abandon] and [Limiter.Finish] report their
+// ends, and [Limiter.SetLeader], [Limiter.NewConnection] and
+// [Limiter.ResetAll] report what the producer learns.
+//
+// # Concurrency
+//
+// The package is pure logic: it starts no goroutines, does no I/O and reads
+// no clock. A [Limiter] is safe for concurrent use; one mutex guards all of
+// its state, and the only user code it calls, [Config.OnInvalidWindow], runs
+// after that mutex is released.
 package inflight
