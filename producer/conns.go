@@ -122,21 +122,20 @@ func (s *sender) dialed(n *nodeState, addr string, c *protocol.Conn, err error) 
 // closes the connection too: a late response must never be matched.
 func (s *sender) connFailed(n *nodeState, c *protocol.Conn, err error) {
 	c.Close()
-	if n.draining == c {
+	msg := "broker connection lost; retrying its batches"
+	switch c {
+	case n.draining:
 		n.draining = nil
-		n.connected.Store(false)
-		n.lastErr = err
-		s.p.log.Info("broker connection lost while renewing its SASL session; retrying its batches", "node", n.id, "err", err)
-		s.cfg.hooks.disconnected(n, err)
-		return
-	}
-	if n.conn == c {
+		msg = "broker connection lost while renewing its SASL session; retrying its batches"
+	case n.conn:
 		n.conn = nil
-		n.connected.Store(false)
-		n.lastErr = err
-		s.p.log.Info("broker connection lost; retrying its batches", "node", n.id, "err", err)
-		s.cfg.hooks.disconnected(n, err)
+	default:
+		return // an older connection, already replaced
 	}
+	n.connected.Store(false)
+	n.lastErr = err
+	s.p.log.Info(msg, "node", n.id, "err", err)
+	s.cfg.hooks.disconnected(n, err)
 }
 
 // checkConn looks at n's connections once per send pass, before any
