@@ -46,24 +46,7 @@ func (s spread) format(prec int) string {
 // ran minutes apart at most), each as mean (min-max) over the rounds; and
 // the mean CPU per GB of client and broker.
 func printRatios(w io.Writer, o options, rs []result) {
-	type group struct {
-		rtt   time.Duration
-		parts int
-		batch int
-	}
-	var order []group
-	byGroup := map[group]map[string]map[int]result{}
-	for _, r := range rs {
-		g := group{r.rtt, r.partitions, r.batch}
-		if byGroup[g] == nil {
-			byGroup[g] = map[string]map[int]result{}
-			order = append(order, g)
-		}
-		if byGroup[g][r.client.name] == nil {
-			byGroup[g][r.client.name] = map[int]result{}
-		}
-		byGroup[g][r.client.name][r.round] = r
-	}
+	order, byGroup := groupRounds(rs)
 	if len(order) == 0 {
 		return
 	}
@@ -114,24 +97,7 @@ func printRatios(w io.Writer, o options, rs []result) {
 // count; active - buffer is what the active heap holds beyond buffer.memory,
 // per partition.
 func printMemory(w io.Writer, o options, rs []result) {
-	type group struct {
-		rtt   time.Duration
-		parts int
-		batch int
-	}
-	var order []group
-	byGroup := map[group]map[string]map[int]result{}
-	for _, r := range rs {
-		g := group{r.rtt, r.partitions, r.batch}
-		if byGroup[g] == nil {
-			byGroup[g] = map[string]map[int]result{}
-			order = append(order, g)
-		}
-		if byGroup[g][r.client.name] == nil {
-			byGroup[g][r.client.name] = map[int]result{}
-		}
-		byGroup[g][r.client.name][r.round] = r
-	}
+	order, byGroup := groupRounds(rs)
 	keys := "keyless"
 	if o.keyed {
 		keys = "keyed"
@@ -170,4 +136,30 @@ func printMemory(w io.Writer, o options, rs []result) {
 				spreadOf(idle).format(1), spreadOf(idlePP).format(0))
 		}
 	}
+}
+
+// caseGroup is one case of the matrix, whose clients and rounds the
+// summaries compare.
+type caseGroup struct {
+	rtt   time.Duration
+	parts int
+	batch int
+}
+
+// groupRounds sorts results by case, in the order cases first ran, then by
+// client name and round.
+func groupRounds(rs []result) (order []caseGroup, byGroup map[caseGroup]map[string]map[int]result) {
+	byGroup = map[caseGroup]map[string]map[int]result{}
+	for _, r := range rs {
+		g := caseGroup{r.rtt, r.partitions, r.batch}
+		if byGroup[g] == nil {
+			byGroup[g] = map[string]map[int]result{}
+			order = append(order, g)
+		}
+		if byGroup[g][r.client.name] == nil {
+			byGroup[g][r.client.name] = map[int]result{}
+		}
+		byGroup[g][r.client.name][r.round] = r
+	}
+	return order, byGroup
 }
