@@ -28,7 +28,7 @@ func TestStartCluster(t *testing.T) {
 // TestGoroutinesLeft: a goroutine still running is counted; once it ends
 // the count falls back to 0 (negative control and control).
 func TestGoroutinesLeft(t *testing.T) {
-	before := runtime.NumGoroutine()
+	before := settledGoroutines()
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() { <-stop; close(done) }()
@@ -40,7 +40,7 @@ func TestGoroutinesLeft(t *testing.T) {
 
 // TestCheckNoLeaks: a leaked goroutine fails the test, with stacks.
 func TestCheckNoLeaks(t *testing.T) {
-	before := runtime.NumGoroutine()
+	before := settledGoroutines()
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() { <-stop }()
@@ -48,6 +48,21 @@ func TestCheckNoLeaks(t *testing.T) {
 	checkNoLeaks(ft, before, 30*time.Millisecond)
 	assert.True(t, ft.failed)
 	assert.Contains(t, ft.msg, "1 goroutines left")
+}
+
+// settledGoroutines waits until the goroutine count has stopped changing
+// for 100 ms (an earlier test's cluster may still be winding down; a
+// goroutine of it ending mid-test would cancel out the one the test
+// starts) and returns it.
+func settledGoroutines() int {
+	n := runtime.NumGoroutine()
+	for stable, deadline := time.Now(), time.Now().Add(5*time.Second); time.Since(stable) < 100*time.Millisecond && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		if m := runtime.NumGoroutine(); m != n {
+			n, stable = m, time.Now()
+		}
+	}
+	return n
 }
 
 // fakeT records a failure instead of failing the test.
