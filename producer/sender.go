@@ -107,6 +107,10 @@ type sentRequest struct {
 	onEvent func()
 }
 
+// keepRequestBatches is the most batches a pooled sentRequest keeps room
+// for (see freeRequest).
+const keepRequestBatches = 256
+
 // newRequest takes a sentRequest from the free list or makes one.
 func (s *sender) newRequest(n *nodeState, version int16) *sentRequest {
 	var sr *sentRequest
@@ -126,10 +130,20 @@ func (s *sender) newRequest(n *nodeState, version int16) *sentRequest {
 	return sr
 }
 
-// freeRequest recycles sr once its outcome has been handled.
+// freeRequest recycles sr once its outcome has been handled. Slices that
+// grew past keepRequestBatches are dropped, not pooled: a request to a
+// node leading thousands of partitions would leave each pooled request
+// holding room for thousands of batches, memory that grows with the
+// partition count and stays while the producer idles (issue 20).
 func (s *sender) freeRequest(sr *sentRequest) {
 	clear(sr.batches)
 	sr.batches = sr.batches[:0]
+	if cap(sr.batches) > keepRequestBatches {
+		sr.batches = nil
+	}
+	if cap(sr.ir.Tickets) > keepRequestBatches {
+		sr.ir.Tickets = nil
+	}
 	sr.node, sr.conn, sr.resp, sr.err = nil, nil, nil, nil
 	s.srFree = append(s.srFree, sr)
 }

@@ -319,6 +319,10 @@ func runCase(ctx context.Context, tg target, o options, rtt time.Duration, parts
 		loop.flush(fctx)
 		cancel()
 		loop.dropFree()
+		// A second collection empties sync.Pool's victim caches (both
+		// clients pool buffers): what stays is what a client keeps per
+		// partition while idle, as a long-idle service would see it.
+		runtime.GC()
 		res.heapIdle = liveHeap(base)
 	}
 	loop.close()
