@@ -147,6 +147,10 @@ func TestIncarnations(t *testing.T) {
 		{name: "not written, in the old log", sent: spec("a", "b!"), old: []string{"a", "b"}, cur: nil, want: Written, where: "deleted incarnation 0"},
 		{name: "order lost, in the new log", sent: spec("a", "b~"), old: []string{"a"}, cur: []string{"b"}, want: Written},
 		{name: "stray in the old log", sent: spec("a"), old: []string{"z"}, cur: []string{"a"}, want: Stray, where: "deleted incarnation 0"},
+		// b was written unacked to the old topic, then acked at offset 0
+		// of the new one: its offset is judged where it matches.
+		{name: "acked offset in the new log", sent: spec("a", "b@0"), old: []string{"a", "b"}, cur: []string{"b"}, rep: Result{Acked: 2}},
+		{name: "acked offset in neither log", sent: spec("a", "b@5"), old: []string{"a", "b"}, cur: []string{"b"}, want: OffsetMismatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := Incarnations(tc.sent, [][]Entry{logOf(tc.old...), logOf(tc.cur...)})
