@@ -149,8 +149,7 @@ func newLonghaul(cfg clientConfig, k clientKind) (*longhaulLoop, error) {
 		producer.BatchSize(cfg.batchSize),
 		producer.Linger(cfg.linger),
 		producer.BufferMemory(cfg.bufferBytes),
-		// Room for one full batch of every partition in one request.
-		producer.MaxRequestSize(int(min(cfg.bufferBytes, 6<<20))),
+		producer.MaxRequestSize(cfg.requestCap()),
 		producer.MaxInFlightRequestsPerConnection(cfg.maxInFlight),
 		producer.Property("acks", "all"),
 	}
@@ -227,7 +226,7 @@ func newKgo(cfg clientConfig) (*kgoLoop, error) {
 		// embedded broker closes a connection on a frame over 8 MiB, and
 		// kgo's default (100 MiB) let a request of 1 000 full batches
 		// (16 MB) be refused and retried forever: 0 records/s.
-		kgo.BrokerMaxWriteBytes(int32(min(cfg.bufferBytes, 6<<20))),
+		kgo.BrokerMaxWriteBytes(int32(cfg.requestCap())),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.MaxBufferedBytes(int(cfg.bufferBytes)),
 		kgo.MaxBufferedRecords(int(cfg.bufferBytes/int64(cfg.recordSize))+1),
@@ -276,3 +275,11 @@ func (k *kgoLoop) flush(ctx context.Context) { _ = k.cl.Flush(ctx) }
 func (k *kgoLoop) dropFree()                 { drain(k.free) }
 
 func (k *kgoLoop) close() { k.cl.Close() }
+
+// requestCap is both clients' largest request: the buffer (so a request
+// can carry a full batch of many partitions), at most 6 MiB (the embedded
+// broker refuses frames over 8 MiB), at least one batch (kgo refuses a
+// write cap below its batch size).
+func (cfg clientConfig) requestCap() int {
+	return max(cfg.batchSize, int(min(cfg.bufferBytes, 6<<20)))
+}

@@ -145,10 +145,7 @@ func runJavaCase(ctx context.Context, kt *kafkaTarget, o options, rtt time.Durat
 		}
 		sleep(ctx, 100*time.Millisecond)
 	}
-	warm := o.warmup
-	if warm == 0 {
-		warm = max(time.Second, 6*rtt)
-	}
+	warm := o.warmupFor(rtt)
 	sleep(ctx, warm)
 	type javaSample struct {
 		at                   time.Time
@@ -200,11 +197,8 @@ func runJavaCase(ctx context.Context, kt *kafkaTarget, o options, rtt time.Durat
 // once it falls behind the offered rate (served MB/s then shows that).
 // Client CPU is not reported: the JVM's start would be in it.
 func runJavaOpenLoop(ctx context.Context, kt *kafkaTarget, o options, perf kafkatest.JavaPerf, rtt time.Duration, res result) (result, error) {
-	warm := o.warmup
-	if warm == 0 {
-		warm = max(time.Second, 6*rtt)
-	}
-	perf.Throughput = int64(math.Round(o.rate))
+	warm := o.warmupFor(rtt)
+	perf.Throughput = max(1, int64(math.Round(o.rate))) // 0 would mean unthrottled
 	perf.WarmupRecords = max(1, int64(o.rate*warm.Seconds()))
 	perf.NumRecords = perf.WarmupRecords + max(1, int64(o.rate*o.duration.Seconds()))
 	jp, err := kt.c.StartJavaPerf(perf.Args(kt.c)...)

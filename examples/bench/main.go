@@ -47,23 +47,17 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/signal"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/longhaul-kafka/longhaul/internal/cli"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
-}
+func main() { cli.Main(run) }
 
 // options are the parsed flags.
 type options struct {
@@ -299,11 +293,7 @@ func runCase(ctx context.Context, tg target, o options, rtt time.Duration, parts
 		defer close(loopDone)
 		loop.run(pctx, st)
 	}()
-	warm := o.warmup
-	if warm == 0 {
-		warm = max(time.Second, 6*rtt)
-	}
-	sleep(ctx, warm)
+	sleep(ctx, o.warmupFor(rtt))
 	start := sample(b.pid, st)
 	sleep(ctx, o.duration)
 	end := sample(b.pid, st)
@@ -539,9 +529,6 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	switch o.target {
 	case "embedded":
 	case "kafka", "kafka-stock":
-		if !set["clients"] {
-			*clients += ",java"
-		}
 	default:
 		return o, fmt.Errorf("-target %q: want embedded, kafka or kafka-stock", o.target)
 	}
@@ -560,6 +547,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 				f()
 			}
 		}
+	}
+	if o.target != "embedded" && !set["clients"] {
+		*clients += ",java" // after --quick's defaults, which replace the list
 	}
 	var err error
 	if o.rtts, err = parseList(*rtts, "rtt", func(s string) (time.Duration, error) {
@@ -653,4 +643,13 @@ func roundOrder[T any](clients []T, round int) []T {
 	out := make([]T, 0, len(clients))
 	out = append(out, clients[k:]...)
 	return append(out, clients[:k]...)
+}
+
+// warmupFor is the warm-up of a case over rtt: --warmup, or by default
+// max(1 s, 6 x RTT), long enough for windows to be learned and filled.
+func (o options) warmupFor(rtt time.Duration) time.Duration {
+	if o.warmup > 0 {
+		return o.warmup
+	}
+	return max(time.Second, 6*rtt)
 }

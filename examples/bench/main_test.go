@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"math"
 	"os"
 	"runtime"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -195,4 +197,29 @@ func TestKeyedHeap(t *testing.T) {
 	if rows != 2 {
 		t.Errorf("got %d memory rows, want 2:\n%s", rows, mem)
 	}
+}
+
+// TestKafkaTargetAddsJavaAfterQuick: on a Kafka target java joins the
+// default clients, also when --quick picked the defaults.
+func TestKafkaTargetAddsJavaAfterQuick(t *testing.T) {
+	for _, args := range [][]string{{"--target", "kafka"}, {"--target", "kafka", "--quick"}} {
+		o, err := parseFlags(args, io.Discard)
+		require.NoError(t, err)
+		var names []string
+		for _, k := range o.clients {
+			names = append(names, k.name)
+		}
+		assert.Contains(t, names, "java", "%v", args)
+	}
+	o, err := parseFlags([]string{"--target", "kafka", "--clients", "kgo"}, io.Discard)
+	require.NoError(t, err)
+	assert.Len(t, o.clients, 1, "an explicit list is kept as given")
+}
+
+// TestRequestCapHoldsABatch: the request cap is the buffer up to 6 MiB,
+// never below one batch (kgo refuses a write cap below its batch size).
+func TestRequestCapHoldsABatch(t *testing.T) {
+	assert.Equal(t, 6<<20, clientConfig{batchSize: 16384, bufferBytes: 256 << 20}.requestCap())
+	assert.Equal(t, 1<<20, clientConfig{batchSize: 16384, bufferBytes: 1 << 20}.requestCap())
+	assert.Equal(t, 512<<10, clientConfig{batchSize: 512 << 10, bufferBytes: 256 << 10}.requestCap())
 }

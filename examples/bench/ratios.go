@@ -109,8 +109,8 @@ func printMemory(w io.Writer, o options, rs []result) {
 	for _, g := range order {
 		for _, k := range o.clients {
 			runs := byGroup[g][k.name]
-			if len(runs) == 0 {
-				continue
+			if len(runs) == 0 || k.java {
+				continue // java runs in its own JVM: no heap figures
 			}
 			var recs, xKgo, act, xAct, over, idle, idlePP []float64
 			var buf int64
