@@ -15,13 +15,10 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -29,16 +26,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/longhaul-kafka/longhaul/internal/cli"
 	"github.com/longhaul-kafka/longhaul/producer"
 	"github.com/longhaul-kafka/longhaul/producer/plugin/lhprom"
 	"github.com/longhaul-kafka/longhaul/producer/producertest"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
-}
+func main() { cli.Main(run) }
 
 type options struct {
 	listen     string
@@ -51,8 +45,7 @@ type options struct {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.NewFlagSet("serve", "Produces records while serving the producer's Prometheus metrics on /metrics.\n", stderr)
 	var o options
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:9464", "`address` to serve /metrics on")
 	fs.StringVar(&o.bootstrap, "bootstrap-server", "", "comma-separated Kafka brokers; empty: start a fake KIP-1269 cluster in the process")
@@ -61,12 +54,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.window, "window", 50, "producer.state.batches.to.retain of the fake cluster's topic")
 	fs.DurationVar(&o.duration, "duration", 30*time.Second, "how long to produce (0: until Ctrl-C)")
 	fs.IntVar(&o.recordSize, "record-size", 1024, "record value size in `bytes`")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	err := fs.Parse(args)
+	if err == nil && (fs.NArg() > 0 || o.partitions < 1 || o.window < 1 || o.recordSize < 0) {
+		err = errors.New("bad arguments: unexpected argument, or --partitions/--window below 1, or --record-size below 0")
 	}
-	if fs.NArg() > 0 || o.partitions < 1 || o.window < 1 || o.recordSize < 0 {
-		fmt.Fprintln(stderr, "serve: bad arguments (see -h)")
-		return 2
+	if status, done := cli.FlagsDone("serve", err, stderr); done {
+		return status
 	}
 	if err := serve(ctx, o, stdout); err != nil {
 		fmt.Fprintln(stderr, "serve:", err)

@@ -74,4 +74,8 @@ func TestBadArguments(t *testing.T) {
 	assert.Equal(t, 2, run(context.Background(), []string{"--window", "0"}, &out, &errb))
 	assert.Equal(t, 2, run(context.Background(), []string{"extra"}, &out, &errb))
 	assert.Equal(t, 2, run(context.Background(), []string{"--no-such-flag"}, &out, &errb))
+	assert.Contains(t, errb.String(), "Run with -h for the flags.")
+	errb.Reset()
+	assert.Equal(t, 0, run(context.Background(), []string{"-h"}, &out, &errb), "-h is not an error")
+	assert.Contains(t, errb.String(), "-listen address")
 }
