@@ -79,6 +79,7 @@ type partitionState struct {
 	sealed     []*batch // full or lingered since the sender's last pass, oldest first
 	inActive   bool     // listed in Producer.active
 	lingerHeld bool     // the open batch lingered while the partition could not send; see sendReady
+	bigBatches bool     // its last sealed batch used more than keepBuffer bytes; see newBatch
 
 	// Owned by the sender goroutine.
 	admission     *inflight.Partition // this partition in the limiter: window, positions, gate
@@ -143,13 +144,27 @@ func (b *batch) trimBuffer() {
 // keepBuffer is the largest batch buffer recycle keeps whatever its use.
 const keepBuffer = 4096
 
-var batchPool = sync.Pool{New: func() any { return new(batch) }}
+// Pooled batches by buffer size: buffers up to keepBuffer bytes, and
+// larger ones. A buffer's capacity counts against buffer.memory from the
+// batch's first record, so a partition writing small batches must not
+// take a recycled batch.size buffer (at 10,000 keyed partitions that is
+// issue 20's footprint again), while one filling large batches reuses
+// large buffers rather than grow a new one each time.
+var (
+	smallBatches = sync.Pool{New: func() any { return new(batch) }}
+	bigBatches   sync.Pool
+)
 
-// newBatch takes a batch from the pool for ps. Its buffer, if any, is kept
-// from its last use: under steady load batches come back full-sized, and
-// growFor sizes the others to what they hold.
+// newBatch takes a batch from the pool for ps: a large buffer only if ps's
+// last batch needed one, else a small one (or none; growFor sizes it).
 func newBatch(ps *partitionState, now time.Time) *batch {
-	b := batchPool.Get().(*batch)
+	var b *batch
+	if ps.bigBatches {
+		b, _ = bigBatches.Get().(*batch)
+	}
+	if b == nil {
+		b = smallBatches.Get().(*batch)
+	}
 	b.part = ps
 	b.created = now
 	b.builder.Reset()
@@ -194,7 +209,11 @@ func (b *batch) recycle() {
 	b.done = false
 	b.err = nil
 	b.inReport = false
-	batchPool.Put(b)
+	if b.builder.Cap() > keepBuffer {
+		bigBatches.Put(b)
+	} else {
+		smallBatches.Put(b)
+	}
 }
 
 // recordMemory is what one record holds of buffer.memory: its encoded size
@@ -304,6 +323,7 @@ func (p *Producer) sealLocked(ps *partitionState) {
 	}
 	ps.open = nil
 	ps.lingerHeld = false
+	ps.bigBatches = b.builder.Cap()-b.builder.Free() > keepBuffer
 	p.settleMemory(b)
 	ps.sealed = append(ps.sealed, b)
 	if b.records[0].rec.Key == nil || p.cfg.ignoreKeys || p.cfg.partitioner != nil { // batchFull ignores a non-sticky ps

@@ -5,6 +5,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
@@ -83,17 +84,53 @@ func TestBufferMemoryCountsBufferCapacityNegativeControl(t *testing.T) {
 func TestBatchBufferGrowsByDoubling(t *testing.T) {
 	b := &batch{}
 	limit := 16384
-	grows, last := 0, 0
+	var caps []int
 	for b.builder.EncodedLen()+120 <= limit-61 {
 		growFor(b, 120, limit)
-		if c := b.builder.Cap(); c != last {
-			grows++
-			last = c
+		if c := b.builder.Cap(); len(caps) == 0 || c != caps[len(caps)-1] {
+			caps = append(caps, c)
 		}
 		b.builder.Append(0, nil, make([]byte, 100), nil)
 	}
+	require.Equal(t, 512, caps[0], "the first record gets 512 B, not batch.size")
+	for i := 1; i < len(caps); i++ {
+		require.LessOrEqual(t, caps[i], 2*caps[i-1], "each growth at most doubles: %v", caps)
+	}
+	require.GreaterOrEqual(t, len(caps), 5, "512 B to 16 KiB in doublings: %v", caps)
+	require.LessOrEqual(t, len(caps), 7, "512 B doubling to 16 KiB: six growths")
 	require.LessOrEqual(t, b.builder.Cap(), limit, "never past the batch's limit")
-	require.LessOrEqual(t, grows, 7, "512 B doubling to 16 KiB: six growths")
+}
+
+// TestSmallBatchesTakeNoLargePooledBuffer: batches recycled with
+// batch.size buffers are not handed to a partition whose last batch was
+// small (its first record would hold 16 KiB of buffer.memory), and are to
+// one whose last batch was large.
+func TestSmallBatchesTakeNoLargePooledBuffer(t *testing.T) {
+	for range 20 {
+		b := &batch{}
+		b.builder.GrowCap(16384)
+		for range 100 {
+			b.builder.Append(0, nil, make([]byte, 100), nil)
+		}
+		b.recycle()
+	}
+	small := &partitionState{}
+	for range 20 {
+		b := newBatch(small, time.Now())
+		require.LessOrEqual(t, b.builder.Cap(), keepBuffer, "a small partition took a large pooled buffer")
+		b.recycle()
+	}
+	big := &partitionState{bigBatches: true}
+	got := 0
+	for range 20 {
+		b := newBatch(big, time.Now())
+		if b.builder.Cap() > keepBuffer {
+			got++
+		}
+	}
+	// sync.Pool may drop items (always possible, often under -race), so
+	// only "some" is certain.
+	assert.Positive(t, got, "a partition filling large batches reuses large buffers")
 }
 
 // TestRecycleTrimsHalfEmptyLargeBuffers: a pooled batch keeps a buffer it
