@@ -53,12 +53,14 @@ func (m *memBudget) Force(n int64) {
 		return
 	}
 	m.held.Add(n)
-	if m.sem.TryAcquire(n) {
-		return
-	}
+	// Under mu with Release's payback, so no release can slip between a
+	// failed TryAcquire and the debt it leaves and hand Produce bytes
+	// that pay for nothing.
 	m.mu.Lock()
-	m.debt += n
-	m.mu.Unlock()
+	defer m.mu.Unlock()
+	if !m.sem.TryAcquire(n) {
+		m.debt += n
+	}
 }
 
 // Release gives back n bytes; forced bytes are paid back first.
@@ -68,9 +70,9 @@ func (m *memBudget) Release(n int64) {
 	}
 	m.held.Add(-n)
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	paid := min(m.debt, n)
 	m.debt -= paid
-	m.mu.Unlock()
 	if n > paid {
 		m.sem.Release(n - paid)
 	}
