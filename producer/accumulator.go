@@ -239,8 +239,9 @@ func (p *Producer) appendLocked(r *Record, cb Callback, size int) error {
 		if len(t.waiting) == 0 {
 			p.s.wantMetadata()
 		}
-		t.used = time.Now()
-		t.waiting = append(t.waiting, pendingRecord{rec: r, cb: cb, size: size, gen: p.acceptLocked(), at: time.Now(), data: copyRecordBytes(r)})
+		now := time.Now()
+		t.used = now
+		t.waiting = append(t.waiting, pendingRecord{rec: r, cb: cb, size: size, gen: p.acceptLocked(), at: now, data: copyRecordBytes(r)})
 		return nil
 	}
 	pr := pendingRecord{rec: r, cb: cb, size: size, gen: p.gen}

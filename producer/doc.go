@@ -57,6 +57,8 @@
 // # Partitions
 //
 // A record goes to the partition of its key (murmur2, as the
-// Java client), or, without a key, to a sticky partition; only
-// [Record.SetPartition] chooses one explicitly.
+// Java client), or, without a key, to a sticky partition.
+// [Record.SetPartition] chooses one explicitly, and [RecordPartitioner]
+// (or the partitioner.class and partitioner properties) replaces the
+// hash with another [Partitioner].
 package producer

@@ -62,6 +62,12 @@ func TestMSKIAMProperties(t *testing.T) {
 	m["sasl.jaas.config"] = `software.amazon.msk.auth.iam.IAMLoginModule required awsProfileName="dev";`
 	_, err = NewFromProperties(m, SASL(mech))
 	require.ErrorContains(t, err, "config.WithSharedConfigProfile")
+	// With several options the error names the same one every time.
+	m["sasl.jaas.config"] = `software.amazon.msk.auth.iam.IAMLoginModule required awsRoleArn="r" awsProfileName="dev";`
+	for range 10 {
+		_, err = NewFromProperties(m, SASL(mech))
+		require.ErrorContains(t, err, "IAMLoginModule option awsProfileName:")
+	}
 }
 
 // TestMSKIAMWithoutTLSWarns: AWS_MSK_IAM without TLS logs one warning

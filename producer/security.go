@@ -56,7 +56,8 @@ var securityProperties = append([]property{
 			// AWS_MSK_IAM: the credentials come from the provider given
 			// to lhaws.MSKIAM. Options naming another identity cannot be
 			// honoured here; ignoring them would log in as the wrong one.
-			for k := range fields {
+			if len(fields) > 0 {
+				k := sortedKeys(fields)[0] // the same one every run
 				return fmt.Errorf("IAMLoginModule option %s: give lhaws.MSKIAM a credentials provider for that profile or role instead "+
 					"(config.WithSharedConfigProfile, stscreds.NewAssumeRoleProvider)", k)
 			}
