@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -96,7 +97,7 @@ func (c *Cluster) createTopic(name string, partitions int32, replicas int16, con
 	req.TimeoutMillis = 30000
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, partitions, replicas
-	for _, k := range slicesSortedKeys(configs) {
+	for _, k := range slices.Sorted(maps.Keys(configs)) {
 		cfg := kmsg.NewCreateTopicsRequestTopicConfig()
 		v := configs[k]
 		cfg.Name, cfg.Value = k, &v
@@ -361,15 +362,6 @@ func deref(s *string) string {
 	return *s
 }
 
-func slicesSortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
 // AlterTopicConfig sets topic configs with IncrementalAlterConfigs (SET
 // per key). It returns once the controller accepted the change; brokers
 // apply it moments later, so a caller that needs it in effect checks for
@@ -389,7 +381,7 @@ func (c *Cluster) alterTopicConfig(topic string, configs map[string]string) erro
 	r := kmsg.NewIncrementalAlterConfigsRequestResource()
 	r.ResourceType = kmsg.ConfigResourceTypeTopic
 	r.ResourceName = topic
-	for _, k := range slicesSortedKeys(configs) {
+	for _, k := range slices.Sorted(maps.Keys(configs)) {
 		cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
 		v := configs[k]
 		cfg.Name, cfg.Value, cfg.Op = k, &v, kmsg.IncrementalAlterConfigOpSet

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"os/exec"
 	"regexp"
@@ -78,7 +79,7 @@ func (p JavaPerf) Args(c *Cluster) []string {
 		args = append(args, "--warmup-records", strconv.FormatInt(p.WarmupRecords, 10))
 	}
 	args = append(args, "--producer-props")
-	for _, k := range slicesSortedKeys(props) {
+	for _, k := range slices.Sorted(maps.Keys(props)) {
 		args = append(args, k+"="+props[k])
 	}
 	return args

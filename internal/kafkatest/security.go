@@ -10,6 +10,7 @@ import (
 	"hash"
 	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -91,7 +92,7 @@ func (c *Cluster) ListenerBootstrap(name string) string {
 func SASLListenerConfig(plainUsers map[string]string) map[string]string {
 	var jaas strings.Builder
 	jaas.WriteString("org.apache.kafka.common.security.plain.PlainLoginModule required")
-	for _, u := range sortedKeys(plainUsers) {
+	for _, u := range slices.Sorted(maps.Keys(plainUsers)) {
 		fmt.Fprintf(&jaas, " user_%s=%q", u, plainUsers[u])
 	}
 	jaas.WriteString(";")
@@ -131,8 +132,6 @@ func MergeConfig(ms ...map[string]string) map[string]string {
 	}
 	return out
 }
-
-func sortedKeys(m map[string]string) []string { return slicesSortedKeys(m) }
 
 // AddSCRAMUser creates or replaces a SCRAM credential (mechanism
 // SCRAM-SHA-256 or SCRAM-SHA-512) with AlterUserScramCredentials and waits
