@@ -104,6 +104,66 @@ func TestSASLListener(t *testing.T) {
 	})
 }
 
+// TestSASLReauthenticationRules: on an authenticated connection a
+// SaslHandshake starts a re-authentication: until it succeeds requests
+// other than SaslAuthenticate and ApiVersions close the connection; a
+// second SaslHandshake before SaslAuthenticate closes it; a failed
+// re-authentication leaves it unauthenticated, so the next request closes
+// it. The control shows the same Metadata is served between sessions.
+func TestSASLReauthenticationRules(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mn := memnet.New()
+		c, err := Start(Config{Listen: mn.Listen, Topics: []TopicConfig{{Name: "t", Partitions: 1}},
+			SASL: &SASLConfig{Mechanisms: []string{"PLAIN"}, Authenticate: plainAuth}})
+		require.NoError(t, err)
+		defer c.Close()
+		ctx := context.Background()
+		login := func() *protocol.Conn {
+			conn, err := protocol.Dial(ctx, c.Addr(), protocol.DialConfig{Dial: mn.Dial,
+				SASL: plain.Auth{User: "alice", Pass: "secret"}.AsMechanism()})
+			require.NoError(t, err)
+			t.Cleanup(func() { conn.Close() })
+			_, err = conn.Do(ctx, kmsg.NewPtrMetadataRequest())
+			require.NoError(t, err, "control: an authenticated connection is served")
+			return conn
+		}
+		handshake := func(conn *protocol.Conn) error {
+			hs := kmsg.NewPtrSASLHandshakeRequest()
+			hs.Mechanism = "PLAIN"
+			_, err := conn.Do(ctx, hs)
+			return err
+		}
+		authenticate := func(conn *protocol.Conn, pass string) (int16, error) {
+			ar := kmsg.NewPtrSASLAuthenticateRequest()
+			ar.SASLAuthBytes = []byte("\x00alice\x00" + pass)
+			r, err := conn.Do(ctx, ar)
+			if err != nil {
+				return 0, err
+			}
+			return r.(*kmsg.SASLAuthenticateResponse).ErrorCode, nil
+		}
+
+		conn := login()
+		require.NoError(t, handshake(conn))
+		_, err = conn.Do(ctx, kmsg.NewPtrApiVersionsRequest())
+		require.NoError(t, err, "ApiVersions is allowed mid re-authentication")
+		_, err = conn.Do(ctx, kmsg.NewPtrMetadataRequest())
+		require.ErrorIs(t, err, protocol.ErrConnClosed, "Metadata mid re-authentication")
+
+		conn = login()
+		require.NoError(t, handshake(conn))
+		require.ErrorIs(t, handshake(conn), protocol.ErrConnClosed, "second SaslHandshake before SaslAuthenticate")
+
+		conn = login()
+		require.NoError(t, handshake(conn))
+		code, err := authenticate(conn, "wrong")
+		require.NoError(t, err)
+		require.Equal(t, kerr.SaslAuthenticationFailed.Code, code)
+		_, err = conn.Do(ctx, kmsg.NewPtrMetadataRequest())
+		require.ErrorIs(t, err, protocol.ErrConnClosed, "unauthenticated after a failed re-authentication")
+	})
+}
+
 // TestSASLConfigRequired: a SASLConfig without mechanisms or authenticator
 // is rejected by Start.
 func TestSASLConfigRequired(t *testing.T) {
