@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -135,6 +136,41 @@ func TestIdleTopicNotPolledForever(t *testing.T) {
 		require.Empty(t, l.failures())
 	})
 }
+
+// TestIdleTopicKeepsItsSequences: a topic idle past metadata.max.idle.ms
+// is dropped from metadata requests but keeps its sequence numbers:
+// producing to it again continues the sequence under the same producer id
+// and epoch, with no bump (MetadataMaxIdle's doc). A producer that had
+// forgotten them would start again at 0 and need a bump (seen in the log
+// and by HookProducerID).
+func TestIdleTopicKeepsItsSequences(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
+		ids := &idChanges{}
+		p := memProducer(t, c, n, MetadataMaxIdle(5*time.Second), Hooks(ids))
+		l := newLedger("a", "t")
+		l.produce(p, 0, 10, 10)
+		require.True(t, l.waitAll(time.Minute))
+		time.Sleep(20 * time.Second) // idle past metadata.max.idle.ms (TestIdleTopicNotPolledForever shows it is then not asked for)
+		l.produce(p, 0, 10, 10)
+		require.True(t, l.waitAll(time.Minute))
+		require.Empty(t, l.failures())
+
+		recs := c.Records("t", 0)
+		require.Len(t, recs, 20)
+		for i, r := range recs {
+			require.EqualValues(t, i, r.Sequence, "sequence continues after the idle time")
+			require.Equal(t, recs[0].ProducerID, r.ProducerID)
+			require.Equal(t, recs[0].ProducerEpoch, r.ProducerEpoch, "no epoch bump")
+		}
+		require.Equal(t, int64(1), ids.n.Load(), "only the first producer id, no bump")
+	})
+}
+
+// idChanges counts HookProducerID calls.
+type idChanges struct{ n atomic.Int64 }
+
+func (h *idChanges) OnProducerID(int64, int16, int64, int16) { h.n.Add(1) }
 
 // TestConnectionClosedWhileIdleIsRedialedBeforeSending: a broker closes
 // idle connections (connections.max.idle.ms). The producer notices the
