@@ -344,6 +344,17 @@ func (ps *partitionState) queued() int {
 	return len(ps.sealed) + int(ps.queuedPub.Load())
 }
 
+// takeUnsentLocked moves everything of ps not yet sent into the sender's
+// queue, the open batch too (as it is: it is about to fail, not be sent),
+// for shutdown and vanished partitions. Called with p.mu held.
+func (s *sender) takeUnsentLocked(ps *partitionState) {
+	if ps.open != nil {
+		ps.sealed = append(ps.sealed, ps.open)
+		ps.open = nil
+	}
+	s.takeSealedLocked(ps)
+}
+
 // takeSealedLocked hands ps's sealed batches to the sender goroutine, which
 // owns them from then on, and puts ps in the ready set. Called on the sender goroutine with p.mu held.
 func (s *sender) takeSealedLocked(ps *partitionState) {

@@ -43,11 +43,7 @@ func (s *sender) shutdown() {
 				b := ps.retry[0]
 				s.failBatch(b, ErrClosed, b.maybeWritten)
 			}
-			if ps.open != nil {
-				ps.sealed = append(ps.sealed, ps.open)
-				ps.open = nil
-			}
-			s.takeSealedLocked(ps)
+			s.takeUnsentLocked(ps)
 			for len(ps.queue) > 0 {
 				s.failBatch(s.popQueue(ps), ErrClosed, false)
 			}

@@ -35,11 +35,7 @@ func (s *sender) topicRecreatedLocked(t *topicState, count int32) {
 // partition of that index created later starts with the gate armed.
 func (s *sender) dropPartitionLocked(ps *partitionState, err error) {
 	ps.gone, ps.goneErr = true, err
-	if ps.open != nil {
-		ps.sealed = append(ps.sealed, ps.open)
-		ps.open = nil
-	}
-	s.takeSealedLocked(ps)
+	s.takeUnsentLocked(ps)
 	sealed := ps.queue
 	ps.queue = nil
 	ps.queuedPub.Store(0)
