@@ -113,11 +113,28 @@ func TestLeaderAbsentFromBrokerListBacksOffMetadata(t *testing.T) {
 // while a topic in use keeps its metadata (issue 20, item 6). On virtual
 // time, so the counts over the interval are exact.
 func TestIdleTopicNotPolledForever(t *testing.T) {
+	asked := idleTopicPolls(t, false)
+	require.LessOrEqual(t, asked, int64(2), "metadata requests in 10 s once the typo went idle")
+}
+
+// TestIdleTopicNotPolledForeverNegativeControl: with idle topics still
+// asked for, the typo is polled every backoff: the bound above fails.
+func TestIdleTopicNotPolledForeverNegativeControl(t *testing.T) {
+	asked := idleTopicPolls(t, true)
+	require.GreaterOrEqual(t, asked, int64(50), "metadata requests in 10 s with the typo still asked for")
+}
+
+// idleTopicPolls produces to a topic and once to a missing one, waits
+// until the missing one has been idle past metadata.max.idle.ms, and
+// returns the Metadata requests of the next 10 s; the topic in use still
+// works after.
+func idleTopicPolls(t *testing.T, pollIdle bool) (asked int64) {
 	synctest.Test(t, func(t *testing.T) {
 		c, n := memCluster(t, broker.Config{AutoCreateTopics: false,
 			Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
 		p := memProducer(t, c, n, MaxBlock(time.Second), MetadataMaxIdle(5*time.Second),
-			RetryBackoffMax(100*time.Millisecond))
+			RetryBackoffMax(100*time.Millisecond),
+			optFunc(func(c *config) error { c.regress.pollIdleTopics = pollIdle; return nil }))
 		l := newLedger("a", "t")
 		warmUp(t, p, l, 0)
 		typo := newLedger("b", "typo")
@@ -127,14 +144,13 @@ func TestIdleTopicNotPolledForever(t *testing.T) {
 		time.Sleep(6 * time.Second) // past metadata.max.idle.ms
 		m0 := c.MetadataRequests()
 		time.Sleep(10 * time.Second)
-		asked := c.MetadataRequests() - m0
-		// With the typo still asked for, a refresh every 100 ms backoff: ~100.
-		require.LessOrEqual(t, asked, int64(2), "metadata requests in 10 s once the typo went idle")
+		asked = c.MetadataRequests() - m0
 		// The topic in use still works.
 		l.produce(p, 0, 5, 10)
 		require.True(t, l.waitAll(time.Minute))
 		require.Empty(t, l.failures())
 	})
+	return asked
 }
 
 // TestIdleTopicKeepsItsSequences: a topic idle past metadata.max.idle.ms
@@ -180,9 +196,29 @@ func (h *idChanges) OnProducerID(int64, int16, int64, int16) { h.n.Add(1) }
 // per pass, before candidates are gathered (a close noticed between two of
 // a node's partitions once sent to a nil connection).
 func TestConnectionClosedWhileIdleIsRedialedBeforeSending(t *testing.T) {
+	retried, took := afterIdleClose(t, false)
+	require.Zero(t, retried, "no batch went to the dead connection")
+	// retry.backoff.ms is 1 s with 20 % jitter: a backoff paid is >= 800 ms.
+	require.Less(t, took, 500*time.Millisecond, "no retry backoff paid")
+}
+
+// TestConnectionClosedWhileIdleNegativeControl: without the check before
+// sending, the first batches after the pause go to the dead connection
+// and are retried after a backoff: both bounds above fail.
+func TestConnectionClosedWhileIdleNegativeControl(t *testing.T) {
+	retried, took := afterIdleClose(t, true)
+	require.Positive(t, retried, "batches written to the dead connection")
+	require.GreaterOrEqual(t, took, 800*time.Millisecond, "a retry backoff paid")
+}
+
+// afterIdleClose warms up two partitions on one leader, lets the broker
+// drop the connection while idle, produces to both, and returns the
+// batches retried and the (virtual) time until every record was acked.
+func afterIdleClose(t *testing.T, noCheck bool) (retried int64, took time.Duration) {
 	synctest.Test(t, func(t *testing.T) {
 		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 2}}})
-		p := memProducer(t, c, n, RetryBackoff(time.Second), RetryBackoffMax(time.Second))
+		p := memProducer(t, c, n, RetryBackoff(time.Second), RetryBackoffMax(time.Second),
+			optFunc(func(c *config) error { c.regress.noCloseCheck = noCheck; return nil }))
 		l := newLedger("a", "t")
 		warmUp(t, p, l, 0, 1)
 		c.DropConnections(0)
@@ -193,7 +229,7 @@ func TestConnectionClosedWhileIdleIsRedialedBeforeSending(t *testing.T) {
 		l.produce(p, 1, 5, 10)
 		require.True(t, l.waitAll(time.Minute))
 		require.Empty(t, l.failures())
-		require.Equal(t, before, p.Stats().BatchesRetried, "no batch went to the dead connection")
-		require.Less(t, time.Since(start), time.Second, "no retry backoff paid")
+		retried, took = p.Stats().BatchesRetried-before, time.Since(start)
 	})
+	return retried, took
 }

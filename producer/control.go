@@ -243,7 +243,7 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult) {
 // numbers included, is kept) so a mistyped or deleted topic is not polled
 // for the producer's life. Called with p.mu held.
 func (s *sender) topicNeeded(t *topicState, now time.Time) bool {
-	if len(t.waiting) > 0 || now.Sub(t.used) < s.cfg.metadataMaxIdle {
+	if len(t.waiting) > 0 || now.Sub(t.used) < s.cfg.metadataMaxIdle || s.cfg.regress.pollIdleTopics {
 		return true
 	}
 	for _, ps := range t.parts {

@@ -29,4 +29,6 @@ type regressions struct {
 	idleTick         bool // issue 20: the sender wakes at least once a second, due or not
 	visitAll         bool // issue 20: every pass visits every partition holding data
 	recordBytesOnly  bool // issue 20: buffer.memory counts record bytes, not buffer capacity
+	pollIdleTopics   bool // issue 20: topics are asked for in metadata however long idle
+	noCloseCheck     bool // issue 20: a connection the broker closed is noticed only when a send fails
 }
