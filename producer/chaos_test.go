@@ -64,7 +64,10 @@ type chaosSchedule struct {
 	// (connections.max.reauth.ms, KIP-368): producers log in with PLAIN
 	// and renew their connections (drain, close, dial) among the faults.
 	session time.Duration
-	steps   []chaosStep
+	// batchSize is batch.size: mostly 512 B (many batches, windows full),
+	// sometimes 4 KiB, so batch buffers grow by doubling (issue 20).
+	batchSize int
+	steps     []chaosStep
 	// lostTime is the most time the faults can cost one partition in
 	// request timeouts: each dropped response costs a request timeout,
 	// each stall its length. Beyond delivery.timeout.ms a record may
@@ -76,7 +79,7 @@ type chaosSchedule struct {
 
 func (s *chaosSchedule) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d: %d producer(s), window %d, old node %d, kafka-2.4 node %d, SASL session %v\n", s.seed, s.producers, s.window, s.old, s.kafka24, s.session)
+	fmt.Fprintf(&b, "seed %d: %d producer(s), window %d, old node %d, kafka-2.4 node %d, SASL session %v, batch.size %d\n", s.seed, s.producers, s.window, s.old, s.kafka24, s.session, s.batchSize)
 	for _, st := range s.steps {
 		fmt.Fprintf(&b, "  %7v %s\n", st.at, st.what)
 	}
@@ -218,8 +221,13 @@ func drawSchedule(seed uint64) *chaosSchedule {
 	// One schedule in four runs on SASL sessions of 150 ms to 1.5 s, so
 	// renewals (issue 16) meet every fault above; drawn from its own
 	// stream for the same reason as the topology changes.
-	if sess := rand.New(rand.NewPCG(seed, 0x368)); sess.IntN(4) == 0 {
+	sess := rand.New(rand.NewPCG(seed, 0x368))
+	if sess.IntN(4) == 0 {
 		s.session = 150*time.Millisecond + time.Duration(sess.Int64N(int64(1350*time.Millisecond)))
+	}
+	s.batchSize = 512
+	if sess.IntN(3) == 0 {
+		s.batchSize = 4096
 	}
 	sort.SliceStable(s.steps, func(i, j int) bool { return s.steps[i].at < s.steps[j].at })
 	return s
@@ -289,7 +297,7 @@ func runSchedule(t *testing.T, s *chaosSchedule) []string {
 		p, err := New(append(login, BootstrapServers(c.Addr()), Dialer(n.Dial), Linger(time.Duration(i)*time.Millisecond),
 			RetryBackoff(5*time.Millisecond), RetryBackoffMax(50*time.Millisecond),
 			RequestTimeout(chaosReqTimeout), DeliveryTimeout(chaosDelivery),
-			MaxInFlightRequestsPerConnection(20), BatchSize(512), BufferMemory(1<<20),
+			MaxInFlightRequestsPerConnection(20), BatchSize(s.batchSize), BufferMemory(1<<20),
 			optFunc(func(c *config) error { c.regress = s.regress; return nil }),
 			Logger(chaosLogger(i)))...)
 		require.NoError(t, err)
