@@ -140,9 +140,11 @@ func (c *Conn) Version(key int16) (v int16, ok bool) {
 func (c *Conn) SessionEnd() time.Time { return c.sessionEnd }
 
 // RenewAt returns when the connection's SASL session should be renewed:
-// at a random 85 to 95 % of its lifetime (as the Java client), leaving the
-// rest to let requests in flight finish before [Conn.SessionEnd]. The zero
-// time means never. A Conn does not renew itself: the caller stops sending
+// at a random 85 to 95 % of its lifetime (as the Java client). The rest,
+// at least 5 % of the lifetime, is for the last requests sent to be read
+// by the broker before [Conn.SessionEnd]: that holds while the one-way
+// delay is under 5 % of the lifetime (a 300 ms round trip needs sessions
+// of at least 3 s; Kafka's are usually hours). The zero time means never. A Conn does not renew itself: the caller stops sending
 // on it, waits until [Conn.InFlight] is 0 and dials a new one.
 func (c *Conn) RenewAt() time.Time { return c.renewAt }
 

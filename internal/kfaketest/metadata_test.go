@@ -15,7 +15,9 @@ import (
 )
 
 // produceOne produces r and returns its outcome, failing the test if no
-// callback comes within a minute.
+// callback comes within a minute. producer's own tests have the same
+// helper: they are in package producer, so a shared helper package that
+// imports producer would be an import cycle for them.
 func produceOne(t *testing.T, p *producer.Producer, r *producer.Record) error {
 	t.Helper()
 	got := make(chan error, 1)
