@@ -198,8 +198,8 @@ func Incarnations(sent []Sent, logs [][]Entry) Result {
 	// match in some incarnation. lastAt is where it was last found.
 	offsetOK := make([]bool, len(sent))
 	lastAt := make([]string, len(sent))
-	found := make([]int, len(sent))     // times found in the current one
-	total := 0                          // records in all logs
+	found := make([]int, len(sent)) // times found in the current one
+	total := 0                      // records in all logs
 	for inc, log := range logs {
 		where := ""
 		if inc < len(logs)-1 {
