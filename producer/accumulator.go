@@ -256,6 +256,7 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) e
 	n := int32(len(t.parts))
 	r := pr.rec
 	var idx int32
+	sticky := false
 	switch {
 	case r.fixedPartition:
 		if r.partition < 0 || r.partition >= n {
@@ -264,13 +265,13 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) e
 		idx = r.partition
 	case p.cfg.partitioner != nil: // one nil check on the default path
 		var err error
-		if idx, err = placeWith(p.cfg.partitioner, t, r, n); err != nil {
+		if idx, sticky, err = placeWith(p.cfg.partitioner, t, r, n); err != nil {
 			return err
 		}
 	case r.Key != nil && !p.cfg.ignoreKeys:
 		idx = keyPartition(r.Key, n)
 	default:
-		idx = t.sticky.pick(n)
+		idx, sticky = t.sticky.pick(n), true
 	}
 	r.partition, r.hasPartition = idx, true
 	ps := t.parts[idx]
@@ -279,7 +280,8 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) e
 		p.sealLocked(ps)
 		b = nil
 	}
-	if b == nil {
+	started := b == nil
+	if started {
 		if now.IsZero() {
 			now = time.Now() // once per batch, not per record
 		}
@@ -304,8 +306,16 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) e
 	b.records = append(b.records, pr)
 	b.memory += int64(pr.size)
 	p.growMemory(b)
-	if b.builder.EncodedLen() >= p.cfg.batchSize {
+	full := b.builder.EncodedLen() >= p.cfg.batchSize
+	if full {
 		p.sealLocked(ps)
+	}
+	if sticky && t.sticky.placed(pr.size, p.cfg.batchSize, started || full) {
+		var queued func(int32) int
+		if p.cfg.adaptive {
+			queued = func(i int32) int { return t.parts[i].queued() }
+		}
+		t.sticky.move(n, queued)
 	}
 	return nil
 }
@@ -327,14 +337,6 @@ func (p *Producer) sealLocked(ps *partitionState) {
 	ps.bigBatches = b.builder.Cap()-b.builder.Free() > keepBuffer
 	p.settleMemory(b)
 	ps.sealed = append(ps.sealed, b)
-	if b.records[0].rec.Key == nil || p.cfg.ignoreKeys || p.cfg.partitioner != nil { // batchFull ignores a non-sticky ps
-		t := ps.topic
-		var queued func(int32) int
-		if p.cfg.adaptive {
-			queued = func(i int32) int { return t.parts[i].queued() }
-		}
-		t.sticky.batchFull(ps.id, int32(len(t.parts)), queued)
-	}
 	p.wakeSender()
 }
 

@@ -48,21 +48,37 @@ func keyPartition(key []byte, numPartitions int32) int32 {
 // compares when a topic has more than that.
 const adaptiveSamples = 8
 
-// stickyPartitioner keeps records without a key on one partition until that
-// partition's batch is full, then moves to another, like the Java client's
-// built-in partitioner: fewer, fuller batches. Guarded by the producer's mu.
+// stickyPartitioner keeps records without a key on one partition until
+// batch.size bytes have gone to it, then moves to another, like the Java
+// client's built-in partitioner (KIP-794): fewer, fuller batches, and every
+// partition gets the same bytes whether its batches are sealed by size or
+// by linger. Guarded by the producer's mu.
 type stickyPartitioner struct {
-	current int32 // -1 until chosen
+	current  int32 // -1 until chosen
+	produced int   // record bytes placed on current since it was chosen
 }
 
 func (s *stickyPartitioner) pick(numPartitions int32) int32 {
 	if s.current < 0 || s.current >= numPartitions {
 		s.current = rand.Int32N(numPartitions)
+		s.produced = 0
 	}
 	return s.current
 }
 
-// batchFull moves to a different partition when the sticky one filled up.
+// placed counts size bytes just placed on the sticky partition and says
+// whether to move on: once batchSize bytes have gone there, at a batch
+// boundary (the record started a batch or sealed a full one), so a
+// partially filled batch is not left behind, or at twice batchSize
+// whatever the batch, as Java does. A batch sealed by linger or Flush does not move it (the
+// partitioner before KIP-794 did, which gave a partition on a slow broker,
+// with fuller lingered batches, more of the data).
+func (s *stickyPartitioner) placed(size, batchSize int, boundary bool) (moveOn bool) {
+	s.produced += size
+	return s.produced >= batchSize && (boundary || s.produced >= 2*batchSize)
+}
+
+// move goes to a different partition than the current one.
 // With queued, it is adaptive like the Java client's default
 // (partitioner.adaptive.partitioning.enable, KIP-794): it moves to a
 // partition with the fewest batches waiting to be sent, starting the search
@@ -74,8 +90,9 @@ func (s *stickyPartitioner) pick(numPartitions int32) int32 {
 // random partitions is taken instead, stopping at one with nothing queued,
 // which keeps KIP-794's effect of steering data away from backed-up
 // partitions.
-func (s *stickyPartitioner) batchFull(partition, numPartitions int32, queued func(int32) int) {
-	if partition != s.current || numPartitions <= 1 {
+func (s *stickyPartitioner) move(numPartitions int32, queued func(int32) int) {
+	s.produced = 0
+	if numPartitions <= 1 {
 		return
 	}
 	start := rand.Int32N(numPartitions)

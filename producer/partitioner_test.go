@@ -46,23 +46,39 @@ func TestStickyMovesOnlyWhenFull(t *testing.T) {
 			t.Fatal("sticky partition changed without a full batch")
 		}
 	}
-	s.batchFull(first, 8, nil)
+	s.move(8, nil)
 	if s.pick(8) == first {
 		t.Fatal("sticky partition did not move after its batch filled")
 	}
 	one := stickyPartitioner{current: -1}
 	one.pick(1)
-	one.batchFull(0, 1, nil)
+	one.move(1, nil)
 	if one.pick(1) != 0 {
 		t.Fatal("single partition topic must stay on 0")
 	}
+}
+
+// placed moves on after batch.size bytes at a batch boundary, and at twice
+// batch.size whatever the batch; never before batch.size, even when a
+// batch was sealed full (by keyed records already in it).
+func TestStickyMovesAfterBatchSizeBytes(t *testing.T) {
+	s := stickyPartitioner{current: 3}
+	require.False(t, s.placed(900, 1000, true), "a full seal before batch.size bytes went to the partition")
+	require.False(t, s.placed(99, 1000, false))
+	require.True(t, s.placed(1, 1000, true), "batch.size bytes and a full batch")
+	s.move(8, nil)
+	require.Zero(t, s.produced, "a move starts the count again")
+	for range 19 {
+		require.False(t, s.placed(100, 1000, false), "partial batches below twice batch.size")
+	}
+	require.True(t, s.placed(100, 1000, false), "twice batch.size moves on whatever the batch")
 }
 
 func TestAdaptiveStickyAvoidsQueuedPartitions(t *testing.T) {
 	queued := []int{3, 0, 5, 2, 7, 1, 4, 6}
 	for range 50 {
 		s := stickyPartitioner{current: 1}
-		s.batchFull(1, 8, func(p int32) int { return queued[p] })
+		s.move(8, func(p int32) int { return queued[p] })
 		// Partition 1 (the full one) is left; the least queued of the rest is 5.
 		if s.current != 5 {
 			t.Fatalf("adaptive choice %d, want 5 (fewest queued batches)", s.current)
@@ -72,7 +88,7 @@ func TestAdaptiveStickyAvoidsQueuedPartitions(t *testing.T) {
 	seen := map[int32]bool{}
 	for range 200 {
 		s := stickyPartitioner{current: 1}
-		s.batchFull(1, 8, nil)
+		s.move(8, nil)
 		seen[s.current] = true
 	}
 	if len(seen) < 5 {
@@ -90,7 +106,7 @@ func TestAdaptiveStickyDoesNotScanLargeTopics(t *testing.T) {
 	backedUp := 0
 	for range 1000 {
 		s := stickyPartitioner{current: 7}
-		s.batchFull(7, n, func(p int32) int {
+		s.move(n, func(p int32) int {
 			looked++
 			if p%2 == 0 {
 				return 10 // half the partitions have a queue

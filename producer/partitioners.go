@@ -12,8 +12,8 @@ import (
 // with the properties partitioner.class (Java) and partitioner
 // (librdkafka). Without one, records with a key go to
 // murmur2(key) mod partitions, as in the Java client, and records without
-// a key stick to one partition per topic until its batch is full
-// (partitioner.adaptive.partitioning.enable chooses the next one).
+// a key stick to one partition per topic until batch.size bytes have gone
+// to it (partitioner.adaptive.partitioning.enable chooses the next one).
 //
 // The implementer's contract:
 //   - Partition is called with the producer's lock held, one call at a
@@ -49,8 +49,8 @@ func (f PartitionerFunc) Partition(r *Record, numPartitions int32) (int32, error
 
 // StickyPartition is what a [Partitioner] returns to put the record on its
 // topic's sticky partition: the partition records without a key share
-// until its batch is full, as in the Java client (KIP-480, and KIP-794
-// with partitioner.adaptive.partitioning.enable).
+// until batch.size bytes have gone to it, as in the Java client (KIP-480
+// and KIP-794; partitioner.adaptive.partitioning.enable chooses the next).
 const StickyPartition int32 = -1
 
 // errNoPartition is ManualPartitioner's error for a record without
@@ -256,17 +256,17 @@ func (c *config) resolvePartitioner() error {
 }
 
 // placeWith asks a user-chosen partitioner for r's partition among n,
-// resolving StickyPartition to t's sticky partition; its error names the
-// topic and what was returned. Called with p.mu held.
-func placeWith(pt Partitioner, t *topicState, r *Record, n int32) (int32, error) {
-	idx, err := pt.Partition(r, n)
+// resolving StickyPartition to t's sticky partition (sticky says so); its
+// error names the topic and what was returned. Called with p.mu held.
+func placeWith(pt Partitioner, t *topicState, r *Record, n int32) (idx int32, sticky bool, err error) {
+	idx, err = pt.Partition(r, n)
 	switch {
 	case err != nil:
-		return 0, fmt.Errorf("%w: partitioner %T for topic %s: %w", ErrInvalidRecord, pt, t.name, err)
+		return 0, false, fmt.Errorf("%w: partitioner %T for topic %s: %w", ErrInvalidRecord, pt, t.name, err)
 	case idx == StickyPartition:
-		return t.sticky.pick(n), nil
+		return t.sticky.pick(n), true, nil
 	case idx < 0 || idx >= n:
-		return 0, fmt.Errorf("%w: partitioner %T returned partition %d; topic %s has partitions 0..%d", ErrInvalidRecord, pt, idx, t.name, n-1)
+		return 0, false, fmt.Errorf("%w: partitioner %T returned partition %d; topic %s has partitions 0..%d", ErrInvalidRecord, pt, idx, t.name, n-1)
 	}
-	return idx, nil
+	return idx, false, nil
 }

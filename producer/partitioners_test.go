@@ -377,7 +377,7 @@ func TestPartitionersEndToEnd(t *testing.T) {
 				}
 				// Keyless records produced without a pause in between (after
 				// metadata): sticky for the hash partitioners, which move on
-				// only when a batch fills; spread for round robin and random.
+				// only after batch.size bytes; spread for round robin and random.
 				keyless := map[int32]bool{}
 				for i := 21; i < 300; i += 3 {
 					keyless[l.part[fmt.Sprintf("k%d", i)]] = true
@@ -388,7 +388,7 @@ func TestPartitionersEndToEnd(t *testing.T) {
 					require.Greater(t, len(keyless), 2, "keyless records spread")
 				case "custom":
 				default:
-					require.LessOrEqual(t, len(keyless), 2, "keyless records stick to a partition until its batch fills: %v", keyless)
+					require.LessOrEqual(t, len(keyless), 2, "keyless records stick to a partition until batch.size bytes: %v", keyless)
 				}
 			})
 		})
@@ -579,7 +579,7 @@ func BenchmarkPartitioners(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for range b.N {
-				placeWith(pt, ts, r, 12)
+				_, _, _ = placeWith(pt, ts, r, 12)
 			}
 		})
 	}
@@ -611,5 +611,31 @@ func TestIgnoreKeysOnlyForDefaultPartitioner(t *testing.T) {
 		require.Greater(t, len(withFNV), 3)
 		plain := produce(memProducer(t, c, n, Property("partitioner.ignore.keys", "true"), BatchSize(1<<20)))
 		require.Len(t, plain, 1, "keys ignored by the default partitioner")
+	})
+}
+
+// Keyless records produced one at a time, each batch sealed by linger with
+// one record, stay on their sticky partition until batch.size bytes have
+// gone to it (KIP-794), then move: 40 records of about 210 bytes with
+// batch.size 1024 make 6 to 9 runs. Before, every linger seal moved the
+// partition (40 runs).
+func TestStickyPartitionIgnoresLingerSeals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 6, Window: 10}}})
+		p := memProducer(t, c, n, BatchSize(1024))
+		var parts []int32
+		for range 40 {
+			r := &Record{Topic: "t", Value: make([]byte, 200)}
+			require.NoError(t, p.ProduceSync(context.Background(), r).FirstErr())
+			parts = append(parts, r.Partition())
+		}
+		runs := 1
+		for i := 1; i < len(parts); i++ {
+			if parts[i] != parts[i-1] {
+				runs++
+			}
+		}
+		require.GreaterOrEqual(t, runs, 6, "moves on after batch.size bytes: %v", parts)
+		require.LessOrEqual(t, runs, 9, "a linger seal moved the partition: %v", parts)
 	})
 }
