@@ -27,7 +27,7 @@ const (
 	stPending       uint8 = iota // no callback yet
 	stAcked                      // success
 	stFailedUnknown              // DeliveryError with FateUnknown: in the log at most once
-	stFailedKnown                // DeliveryError without FateUnknown: not in the log
+	stFailedKnown                // DeliveryError without FateUnknown, or ErrOrderLost: not in the log
 	stFailedBad                  // an error that does not say why
 )
 
@@ -172,13 +172,15 @@ func (b *book) done(seq uint64, r *producer.Record, err error, topics []string) 
 }
 
 // classify sorts a failure: it must be a DeliveryError for the record's
-// topic with a cause.
+// topic with a cause. ErrOrderLost records are checked as not in the log,
+// as ErrOrderLost promises, even when marked FateUnknown (an earlier
+// attempt's doubt, which the renumbering's resolution settled).
 func classify(err error, topic string) uint8 {
 	var de *producer.DeliveryError
 	if !errors.As(err, &de) || de.Err == nil || de.Topic != topic {
 		return stFailedBad
 	}
-	if de.FateUnknown {
+	if de.FateUnknown && !errors.Is(err, producer.ErrOrderLost) {
 		return stFailedUnknown
 	}
 	return stFailedKnown

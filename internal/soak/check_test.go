@@ -226,3 +226,16 @@ func TestWindowCheckSeesRealExcess(t *testing.T) {
 	}
 	t.Logf("as expected: %v", w.problems)
 }
+
+// classify holds an ErrOrderLost record to "not in the log" even when it
+// is marked FateUnknown, as ErrOrderLost promises; other FateUnknown
+// failures may be in the log once, and a bare error says nothing.
+func TestClassifyOrderLostIsNotWritten(t *testing.T) {
+	orderLost := &producer.DeliveryError{Topic: "t", FateUnknown: true, Err: producer.ErrOrderLost}
+	require.Equal(t, stFailedKnown, classify(orderLost, "t"))
+	timedOut := &producer.DeliveryError{Topic: "t", FateUnknown: true, Err: producer.ErrDeliveryTimeout}
+	require.Equal(t, stFailedUnknown, classify(timedOut, "t"))
+	require.Equal(t, stFailedKnown, classify(&producer.DeliveryError{Topic: "t", Err: producer.ErrDeliveryTimeout}, "t"))
+	require.Equal(t, stFailedBad, classify(producer.ErrOrderLost, "t"))
+	require.Equal(t, stFailedBad, classify(orderLost, "other"))
+}

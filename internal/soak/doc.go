@@ -67,7 +67,8 @@
 // a pause goes alone) applies, as it would before a real expiry; then only
 // ids idle longer than the re-arm expire (ExpireIdleProducerIDs), as a
 // broker expires only ids idle past producer.id.expiration.ms. Records
-// the producer fails with producer.ErrOrderLost are counted as order_lost.
+// the producer fails with producer.ErrOrderLost are counted as order_lost
+// and must not be in the log, as that error promises, FateUnknown or not.
 //
 // # Concurrency
 //
