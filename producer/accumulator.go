@@ -288,7 +288,7 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) e
 		t.used = now
 		b = newBatch(ps, now)
 		ps.open = b
-		ps.lingerHeld = false // a new batch: its linger is looked at afresh
+		ps.lingerHeld = ps.lingerHeld && p.cfg.regress.keepHeldMark // a new batch: its linger is looked at afresh
 		if !ps.inActive {
 			ps.inActive = true
 			p.active = append(p.active, ps)

@@ -105,9 +105,28 @@ func TestSenderVisitsOnlyReadyPartitionsNegativeControl(t *testing.T) {
 // not leave its "held" mark to the partition's next batch, which goes out
 // after its own linger, not at delivery.timeout.ms.
 func TestNewBatchAfterWithdrawnHeldBatchKeepsItsLinger(t *testing.T) {
+	took, err := afterWithdrawnHeldBatch(t, false)
+	require.NoError(t, err)
+	require.Less(t, took, 2*time.Second, "linger plus one round trip, not delivery.timeout.ms")
+}
+
+// Negative control: with the mark inherited (knob keepHeldMark, the bug
+// 07d9567 fixed) the next batch is never sent and fails at
+// delivery.timeout.ms.
+func TestNewBatchAfterWithdrawnHeldBatchNegativeControl(t *testing.T) {
+	took, err := afterWithdrawnHeldBatch(t, true)
+	require.ErrorIs(t, err, ErrDeliveryTimeout)
+	require.GreaterOrEqual(t, took, 2*time.Second)
+}
+
+// afterWithdrawnHeldBatch holds an open batch past linger.ms behind a full
+// window, withdraws it, and returns how long the partition's next record
+// took and its error.
+func afterWithdrawnHeldBatch(t *testing.T, keepHeldMark bool) (took time.Duration, err error) {
 	synctest.Test(t, func(t *testing.T) {
 		c, n := memCluster(t, broker.Config{RTT: time.Second, Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
-		p := memProducer(t, c, n, Linger(5*time.Millisecond), RequestTimeout(10*time.Second), DeliveryTimeout(30*time.Second))
+		p := memProducer(t, c, n, Linger(5*time.Millisecond), RequestTimeout(10*time.Second), DeliveryTimeout(30*time.Second),
+			optFunc(func(c *config) error { c.regress.keepHeldMark = keepHeldMark; return nil }))
 		small := func() *Record { return &Record{Topic: "t", Value: []byte("v")} }
 		require.NoError(t, p.ProduceSync(t.Context(), small()).FirstErr(), "warm-up opens the gate")
 		full := make(chan error, 5)
@@ -116,15 +135,16 @@ func TestNewBatchAfterWithdrawnHeldBatchKeepsItsLinger(t *testing.T) {
 		}
 		// Lingers past linger.ms behind the full window, then is withdrawn.
 		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-		err := p.ProduceSync(ctx, small()).FirstErr()
+		werr := p.ProduceSync(ctx, small()).FirstErr()
 		cancel()
-		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.ErrorIs(t, werr, context.DeadlineExceeded)
 		for range 5 {
 			require.NoError(t, <-full)
 		}
 		time.Sleep(100 * time.Millisecond)
 		start := time.Now()
-		require.NoError(t, p.ProduceSync(t.Context(), small()).FirstErr())
-		require.Less(t, time.Since(start), 2*time.Second, "linger plus one round trip, not delivery.timeout.ms")
+		err = p.ProduceSync(t.Context(), small()).FirstErr()
+		took = time.Since(start)
 	})
+	return took, err
 }

@@ -31,4 +31,5 @@ type regressions struct {
 	recordBytesOnly  bool // issue 20: buffer.memory counts record bytes, not buffer capacity
 	pollIdleTopics   bool // issue 20: topics are asked for in metadata however long idle
 	noCloseCheck     bool // issue 20: a connection the broker closed is noticed only when a send fails
+	keepHeldMark     bool // a new open batch inherits the held-linger mark of a withdrawn one (07d9567)
 }
