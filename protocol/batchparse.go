@@ -118,30 +118,66 @@ func ParseRecordBatch(b []byte, maxDecompressed int) (BatchInfo, []Record, error
 	if err != nil {
 		return info, nil, err
 	}
+	var recs []Record
+	err = ForEachRecord(b, info, maxDecompressed, func(i int, rec Record) error {
+		if recs == nil {
+			// ForEachRecord checked that NumRecords records can fit.
+			recs = make([]Record, 0, info.NumRecords)
+		}
+		recs = append(recs, rec)
+		return nil
+	})
+	if err != nil {
+		return info, nil, err
+	}
+	if recs == nil {
+		recs = []Record{}
+	}
+	return info, recs, nil
+}
+
+// ForEachRecord decodes the records of the v2 batch b one at a time,
+// checking them as [ParseRecordBatch] does but without allocating a slice
+// of them: a server that only validates a batch before storing its bytes
+// decodes it for nothing but the check. info must be what
+// [ParseBatchHeader](b) returned without error (the header and CRC are not
+// checked again). fn gets each record's index and the record, whose Key,
+// Value and Headers alias b (or the decompression buffer); a non-nil error
+// from fn stops the walk and is returned as is. The walk allocates nothing
+// itself for an uncompressed batch of records without headers. Decoding errors wrap [ErrCorruptBatch]; the records
+// before the bad one have been passed to fn. Safe for concurrent use.
+func ForEachRecord(b []byte, info BatchInfo, maxDecompressed int, fn func(i int, rec Record) error) error {
+	if info.TotalLen() > len(b) || info.TotalLen() < RecordBatchOverhead {
+		return fmt.Errorf("%w: header says %d bytes, have %d", ErrCorruptBatch, info.TotalLen(), len(b))
+	}
 	body := b[RecordBatchOverhead:info.TotalLen()]
 	if c := info.Compression(); c != CodecNone {
 		if !c.valid() {
-			return info, nil, fmt.Errorf("%w: unknown codec %d", ErrCorruptBatch, int8(c))
+			return fmt.Errorf("%w: unknown codec %d", ErrCorruptBatch, int8(c))
 		}
+		var err error
 		body, err = Decompress(nil, c, body, maxDecompressed)
 		if err != nil {
-			return info, nil, fmt.Errorf("%w: %w", ErrCorruptBatch, err)
+			return fmt.Errorf("%w: %w", ErrCorruptBatch, err)
 		}
 	}
 	if info.NumRecords < 0 || int64(info.NumRecords)*minRecordSize > int64(len(body)) {
-		return info, nil, fmt.Errorf("%w: %d records cannot fit in %d bytes", ErrCorruptBatch, info.NumRecords, len(body))
+		return fmt.Errorf("%w: %d records cannot fit in %d bytes", ErrCorruptBatch, info.NumRecords, len(body))
 	}
-	recs := make([]Record, info.NumRecords)
 	r := reader{b: body}
-	for i := range recs {
-		if err := r.record(&recs[i], &info); err != nil {
-			return info, nil, fmt.Errorf("%w: record %d: %w", ErrCorruptBatch, i, err)
+	for i := range int(info.NumRecords) {
+		var rec Record
+		if err := r.record(&rec, &info); err != nil {
+			return fmt.Errorf("%w: record %d: %w", ErrCorruptBatch, i, err)
+		}
+		if err := fn(i, rec); err != nil {
+			return err
 		}
 	}
 	if len(r.b) != 0 {
-		return info, nil, fmt.Errorf("%w: %d trailing bytes after %d records", ErrCorruptBatch, len(r.b), info.NumRecords)
+		return fmt.Errorf("%w: %d trailing bytes after %d records", ErrCorruptBatch, len(r.b), info.NumRecords)
 	}
-	return info, recs, nil
+	return nil
 }
 
 // reader decodes record fields; the first failure sticks in err.

@@ -62,6 +62,19 @@ func SetBatchesToRetain(p *kmsg.ProduceResponseTopicPartition, n int32) {
 	p.UnknownTags.Set(tagBatchesToRetain, kbin.AppendInt32(nil, n))
 }
 
+// BatchesToRetainTags returns tagged fields holding only
+// ProducerStateBatchesToRetain (tag 1) = n, to be assigned to the
+// UnknownTags of partition responses: a server answering many partitions
+// with the same window builds it once and shares it, where
+// [SetBatchesToRetain] allocates for every partition. [AppendResponse]
+// treats it as it treats SetBatchesToRetain's. Copies of the returned Tags
+// share one map: none may be modified (Set) while another is in use.
+func BatchesToRetainTags(n int32) kmsg.Tags {
+	var t kmsg.Tags
+	t.Set(tagBatchesToRetain, kbin.AppendInt32(nil, n))
+	return t
+}
+
 // CurrentLeader returns KIP-951's CurrentLeader hint (tag 0, Produce v10+)
 // from a partition response decoded at version: ok is false for older
 // versions or when the broker left it at its default (-1, -1).

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -55,7 +56,8 @@ func handleProduce(c *Cluster, r *request) (kmsg.Response, error) {
 		sp.Partition = part
 		sp.ErrorCode = code
 		if msg != "" && req.Version >= 8 {
-			sp.ErrorMessage = &msg
+			m := msg // a copy, so a call without a message allocates nothing
+			sp.ErrorMessage = &m
 		}
 		rt.Partitions = append(rt.Partitions, sp)
 		return &rt.Partitions[len(rt.Partitions)-1]
@@ -98,7 +100,7 @@ func handleProduce(c *Cluster, r *request) (kmsg.Response, error) {
 				if t != nil {
 					w = c.windowOf(t)
 				}
-				protocol.SetBatchesToRetain(&rt.Partitions[len(rt.Partitions)-1], int32(w))
+				rt.Partitions[len(rt.Partitions)-1].UnknownTags = c.retainTags(w)
 			}
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -128,14 +130,17 @@ func (c *Cluster) producePartition(r *request, p *partition, records []byte, sp 
 	fail := func(code int16, msg string) {
 		sp.ErrorCode = code
 		if msg != "" && r.version >= 8 {
-			sp.ErrorMessage = &msg
+			m := msg // a copy, so a call without a message allocates nothing
+			sp.ErrorMessage = &m
 		}
 	}
 	// Count the batch in flight from now until its response is written
 	// (or dropped, or its connection dies): the window a producer
 	// really has open, emulated delay included. Only a batch whose
-	// header we can read has a producer id to count.
-	if info, err := protocol.ParseBatchHeader(records); err == nil && info.ProducerID >= 0 {
+	// header we can read has a producer id to count. The header (and
+	// its CRC) is checked once, here; the checks below reuse it.
+	info, hdrErr := protocol.ParseBatchHeader(records)
+	if hdrErr == nil && info.ProducerID >= 0 {
 		c.trackInflight(r, p, info.ProducerID)
 	}
 	if len(p.injected) > 0 {
@@ -167,25 +172,32 @@ func (c *Cluster) producePartition(r *request, p *partition, records []byte, sp 
 		fail(kerr.MessageTooLarge.Code, "")
 		return
 	}
-	batches, err := protocol.SplitBatches(records)
+	if hdrErr != nil || info.TotalLen() != len(records) {
+		// Not one well-formed batch filling the partition's bytes:
+		// split them to tell a corrupt batch from several (or none).
+		batches, err := protocol.SplitBatches(records)
+		switch {
+		case err != nil:
+			fail(kerr.CorruptMessage.Code, err.Error())
+		case len(batches) != 1:
+			fail(kerr.InvalidRecord.Code, fmt.Sprintf("produce needs exactly one batch per partition, got %d", len(batches)))
+		default:
+			fail(kerr.CorruptMessage.Code, hdrErr.Error())
+		}
+		return
+	}
+	// Decode every record to check it, without keeping them: the log
+	// stores the batch's bytes, and Records decodes them when asked.
+	badDeltas := false
+	err := protocol.ForEachRecord(records, info, maxDecompressed, func(i int, rec protocol.Record) error {
+		badDeltas = badDeltas || rec.Offset-info.BaseOffset != int64(i)
+		return nil
+	})
 	switch {
 	case err != nil:
 		fail(kerr.CorruptMessage.Code, err.Error())
 		return
-	case len(batches) != 1:
-		fail(kerr.InvalidRecord.Code, fmt.Sprintf("produce needs exactly one batch per partition, got %d", len(batches)))
-		return
-	}
-	// Parse our own copy: it is what we store, and the decoded records
-	// alias it.
-	b := append([]byte(nil), batches[0]...)
-	info, recs, err := protocol.ParseRecordBatch(b, maxDecompressed)
-	if err != nil {
-		fail(kerr.CorruptMessage.Code, err.Error())
-		return
-	}
-	switch {
-	case info.NumRecords <= 0 || info.LastOffsetDelta != info.NumRecords-1 || len(recs) != int(info.NumRecords):
+	case info.NumRecords <= 0 || info.LastOffsetDelta != info.NumRecords-1:
 		fail(kerr.CorruptMessage.Code, "record count and last offset delta disagree")
 		return
 	case info.Control():
@@ -194,16 +206,18 @@ func (c *Cluster) producePartition(r *request, p *partition, records []byte, sp 
 	case info.Transactional():
 		fail(kerr.InvalidTxnState.Code, "transactions are not supported")
 		return
+	case badDeltas:
+		fail(kerr.InvalidRecord.Code, "record offset deltas must be 0..n-1")
+		return
 	}
-	for i, rec := range recs {
-		if rec.Offset-info.BaseOffset != int64(i) {
-			fail(kerr.InvalidRecord.Code, "record offset deltas must be 0..n-1")
-			return
-		}
-	}
+	// An appended batch is stored in place, without a copy: the request
+	// frame becomes the log's (keepFrame), and the connection reads its
+	// next request into a fresh buffer.
+	b := records[:len(records):len(records)]
 
 	if info.ProducerID < 0 {
-		sp.BaseOffset = c.appendBatch(p, b, info, recs)
+		r.cc.keepFrame = true
+		sp.BaseOffset = c.appendBatch(p, b, info)
 		sp.LogStartOffset = 0
 		return
 	}
@@ -224,7 +238,8 @@ func (c *Cluster) producePartition(r *request, p *partition, records []byte, sp 
 	case verdictInvalidEpoch:
 		fail(kerr.InvalidProducerEpoch.Code, "")
 	case verdictAppend:
-		base := c.appendBatch(p, b, info, recs)
+		r.cc.keepFrame = true
+		base := c.appendBatch(p, b, info)
 		if s == nil {
 			s = &producerState{epoch: info.ProducerEpoch}
 			p.pids[info.ProducerID] = s
@@ -241,14 +256,49 @@ func (c *Cluster) producePartition(r *request, p *partition, records []byte, sp 
 	}
 }
 
+// retainTags returns the shared tagged fields announcing window w in a
+// v14 partition response (protocol.BatchesToRetainTags), built once per
+// window value. c.mu is held.
+func (c *Cluster) retainTags(w int) kmsg.Tags {
+	t, ok := c.retainTagsOf[w]
+	if !ok {
+		if c.retainTagsOf == nil {
+			c.retainTagsOf = make(map[int]kmsg.Tags)
+		}
+		t = protocol.BatchesToRetainTags(int32(w))
+		c.retainTagsOf[w] = t
+	}
+	return t
+}
+
 // trackInflight counts one batch of pid on p in flight until r's response
 // is written. c.mu is held.
 func (c *Cluster) trackInflight(r *request, p *partition, pid int64) {
-	p.inflight[pid]++
-	if n := p.inflight[pid]; n > p.stats.MaxInFlight {
+	if n := p.addInflight(pid, 1); n > p.stats.MaxInFlight {
 		p.stats.MaxInFlight = n
 	}
 	r.p.inflight = append(r.p.inflight, inflightRef{p: p, pid: pid})
+}
+
+// addInflight adds d to pid's in-flight count on p and returns the new
+// count; a count that reaches 0 is removed. A partition rarely has more
+// than a few producers at once, so a slice beats a map. c.mu is held.
+func (p *partition) addInflight(pid int64, d int) int {
+	for i := range p.inflight {
+		if e := &p.inflight[i]; e.pid == pid {
+			e.n += d
+			n := e.n
+			if n <= 0 {
+				p.inflight = slices.Delete(p.inflight, i, i+1)
+			}
+			return n
+		}
+	}
+	if d <= 0 {
+		return 0
+	}
+	p.inflight = append(p.inflight, pidCount{pid: pid, n: d})
+	return d
 }
 
 // countAnswer counts the error codes PartitionStats reports. c.mu is held.

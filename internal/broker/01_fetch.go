@@ -84,7 +84,7 @@ func handleFetch(c *Cluster, r *request) (kmsg.Response, error) {
 		resp.Topics = append(resp.Topics, rt)
 	}
 	if total < int(req.MinBytes) && req.MaxWaitMillis > 0 && !r.final {
-		r.waitCh = c.dataCh
+		r.waitCh = c.dataWait()
 		if r.waitUntil.IsZero() {
 			r.waitUntil = r.readAt.Add(min(time.Duration(req.MaxWaitMillis)*time.Millisecond, maxFetchWait))
 		}

@@ -45,19 +45,20 @@ func handleListOffsets(c *Cluster, r *request) (kmsg.Response, error) {
 			case ts == -1:
 				sp.Offset = p.next
 			case ts == -3:
+				recs := p.logRecords()
 				best := -1
-				for i, rec := range p.records {
-					if best < 0 || rec.Timestamp > p.records[best].Timestamp {
+				for i, rec := range recs {
+					if best < 0 || rec.Timestamp > recs[best].Timestamp {
 						best = i
 					}
 				}
 				if best >= 0 {
-					sp.Offset, sp.Timestamp = p.records[best].Offset, p.records[best].Timestamp
+					sp.Offset, sp.Timestamp = recs[best].Offset, recs[best].Timestamp
 				}
 			case ts < 0:
 				sp.Offset = 0
 			default:
-				for _, rec := range p.records {
+				for _, rec := range p.logRecords() {
 					if rec.Timestamp >= ts {
 						sp.Offset, sp.Timestamp = rec.Offset, rec.Timestamp
 						break

@@ -31,11 +31,12 @@ type Cluster struct {
 	expiration      time.Duration
 	nextPID         int64
 	pidEpochs       map[int64]int16              // producer id -> latest epoch handed out
-	dataCh          chan struct{}                // closed and replaced on every append
+	dataCh          chan struct{}                // closed by the next append, nil when no Fetch waits (dataWait)
 	metaRewrite     func(*kmsg.MetadataResponse) // RewriteMetadata
 	metaRequests    int64                        // Metadata requests answered
 	initAsks        [2]int64                     // InitProducerId asking a new id, a bump
 	sessionsExpired int64                        // connections closed for an expired SASL session
+	retainTagsOf    map[int]kmsg.Tags            // window -> shared v14 response tags (retainTags)
 }
 
 // node is one broker node: a listener and its connections.
@@ -76,7 +77,6 @@ func Start(cfg Config) (*Cluster, error) {
 		expiration:    cfg.ProducerIDExpiration,
 		nextPID:       1000,
 		pidEpochs:     make(map[int64]int16),
-		dataCh:        make(chan struct{}),
 	}
 	for i := range cfg.Nodes {
 		n := &node{c: c, id: int32(i), conns: make(map[*conn]struct{}), rtt: cfg.RTT, bw: cfg.Bandwidth}

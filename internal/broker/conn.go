@@ -32,6 +32,11 @@ type conn struct {
 	saslMech   string    // chosen by SaslHandshake, "" before
 	authed     bool      // SaslAuthenticate succeeded
 	sessionEnd time.Time // zero: no session lifetime
+	// keepFrame is set by a handler that stored part of the request
+	// frame (Produce appends batches in place): the reader must read the
+	// next request into a fresh buffer. Touched only by the reader
+	// goroutine.
+	keepFrame bool
 }
 
 // pending is a handled request waiting for its response to be written.
@@ -108,9 +113,7 @@ func (c *Cluster) release(p *pending) {
 	}
 	c.mu.Lock()
 	for _, r := range p.inflight {
-		if r.p.inflight[r.pid]--; r.p.inflight[r.pid] <= 0 {
-			delete(r.p.inflight, r.pid)
-		}
+		r.p.addInflight(r.pid, -1)
 	}
 	c.mu.Unlock()
 	p.inflight = nil
@@ -214,7 +217,7 @@ func (cc *conn) readLoop() {
 	c := cc.n.c
 	defer c.wg.Done()
 	r := bufio.NewReaderSize(cc.nc, 64<<10)
-	var frame []byte // reused: a request is done with before the next read
+	var frame []byte // reused unless a handler kept it (keepFrame)
 	for {
 		var err error
 		frame, err = protocol.ReadFrame(r, frame, DefaultMaxRequestBytes)
@@ -228,6 +231,9 @@ func (cc *conn) readLoop() {
 			return
 		}
 		p, err := cc.handle(frame, readAt)
+		if cc.keepFrame {
+			frame, cc.keepFrame = nil, false
+		}
 		if err != nil {
 			cc.logClose("request", err)
 			// Answer what came before, then close: push a close marker

@@ -254,7 +254,12 @@ func (c *Cluster) DeleteTopic(topic string) ([][]LogRecord, error) {
 	if t == nil {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
 	}
-	return c.deleteTopic(t), nil
+	logs := make([][]LogRecord, len(t.parts))
+	for i, p := range t.parts {
+		logs[i] = p.logRecords()
+	}
+	c.deleteTopic(t)
+	return logs, nil
 }
 
 // CreatePartitions grows a topic to count partitions as CreatePartitions

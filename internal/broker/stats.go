@@ -1,7 +1,5 @@
 package broker
 
-import "slices"
-
 // PartitionStats are a partition's counters since it was created or since
 // [Cluster.ResetStats].
 type PartitionStats struct {
@@ -42,8 +40,8 @@ func (c *Cluster) ResetStats() {
 	for _, t := range c.topics {
 		for _, p := range t.parts {
 			p.stats = PartitionStats{}
-			for _, n := range p.inflight {
-				p.stats.MaxInFlight = max(p.stats.MaxInFlight, n)
+			for _, e := range p.inflight {
+				p.stats.MaxInFlight = max(p.stats.MaxInFlight, e.n)
 			}
 		}
 	}
@@ -59,7 +57,7 @@ func (c *Cluster) Records(topic string, partition int32) []LogRecord {
 	if p == nil {
 		return nil
 	}
-	return slices.Clone(p.records)
+	return p.logRecords()
 }
 
 // InitProducerIDRequests returns how many InitProducerId requests asked

@@ -28,16 +28,21 @@ type partition struct {
 	leader int32 // node id
 	epoch  int32 // leader epoch, +1 per MoveLeader
 
-	batches []storedBatch // the log, in offset order
-	records []LogRecord   // decoded records, for Records()
+	batches []storedBatch // the log, in offset order; records decoded on demand (logRecords)
 	next    int64         // log end offset = high watermark (no replication)
 
 	pids map[int64]*producerState
 
 	stats    PartitionStats
-	inflight map[int64]int // producer id -> batches read, response not yet written
+	inflight []pidCount // batches read, response not yet written, per producer id (addInflight)
 
 	injected []injectedErr // InjectError, oldest first
+}
+
+// pidCount is one producer id's count of batches in flight on a partition.
+type pidCount struct {
+	pid int64
+	n   int
 }
 
 // storedBatch is one appended batch as served by Fetch: the client's bytes
@@ -138,30 +143,23 @@ func (c *Cluster) requestTopic(version int16, name string, id uuid) *topic {
 func (c *Cluster) growTopic(t *topic, count int32) {
 	for i := int32(len(t.parts)); i < count; i++ {
 		t.parts = append(t.parts, &partition{
-			t:        t,
-			index:    i,
-			leader:   i % int32(len(c.nodes)),
-			pids:     make(map[int64]*producerState),
-			inflight: make(map[int64]int),
+			t:      t,
+			index:  i,
+			leader: i % int32(len(c.nodes)),
+			pids:   make(map[int64]*producerState),
 		})
 		c.partitions++
 	}
 }
 
-// deleteTopic removes t, its logs and producer state, and returns what
-// its partitions held. Requests already reading t finish on the detached
-// partitions; later ones find neither its name nor its id. c.mu must be
-// held.
-func (c *Cluster) deleteTopic(t *topic) [][]LogRecord {
+// deleteTopic removes t, its logs and producer state. Requests already
+// reading t finish on the detached partitions; later ones find neither its
+// name nor its id. c.mu must be held.
+func (c *Cluster) deleteTopic(t *topic) {
 	delete(c.topics, t.name)
 	delete(c.topicIDs, t.id)
 	c.partitions -= len(t.parts)
-	logs := make([][]LogRecord, len(t.parts))
-	for i, p := range t.parts {
-		logs[i] = p.records
-	}
 	c.signalData() // Fetch waiting on it answers now
-	return logs
 }
 
 // partition returns the partition or nil. c.mu must be held.
@@ -186,36 +184,56 @@ func (c *Cluster) producer(p *partition, pid int64, now time.Time) *producerStat
 }
 
 // appendBatch stores an accepted batch at the end of p's log and returns
-// its base offset. b must be the broker's own copy (it is kept and served
-// by Fetch); recs are its decoded records, aliasing b or its decompressed
-// body. c.mu must be held.
-func (c *Cluster) appendBatch(p *partition, b []byte, info protocol.BatchInfo, recs []protocol.Record) int64 {
+// its base offset. b must be the broker's own bytes (they are kept, served
+// by Fetch and decoded by logRecords), already checked to decode. c.mu
+// must be held.
+func (c *Cluster) appendBatch(p *partition, b []byte, info protocol.BatchInfo) int64 {
 	base := p.next
 	protocol.SetBaseOffset(b, base)
 	setLeaderEpoch(b, p.epoch)
 	last := base + int64(info.LastOffsetDelta)
 	p.batches = append(p.batches, storedBatch{base: base, last: last, maxTS: info.MaxTimestamp, raw: b})
-	for _, r := range recs {
-		delta := r.Offset - info.BaseOffset
-		seq := int32(-1)
-		if info.ProducerID >= 0 && info.BaseSequence >= 0 {
-			seq = addSeq(info.BaseSequence, int32(delta))
-		}
-		p.records = append(p.records, LogRecord{
-			Offset:        base + delta,
-			ProducerID:    info.ProducerID,
-			ProducerEpoch: info.ProducerEpoch,
-			Sequence:      seq,
-			Timestamp:     r.Timestamp,
-			Key:           r.Key,
-			Value:         r.Value,
-			Headers:       r.Headers,
-		})
-	}
 	p.next = last + 1
 	p.stats.Appended++
 	c.signalData()
 	return base
+}
+
+// logRecords decodes p's log, in offset order. The log keeps only the
+// batches' bytes: decoding every record as it is appended (and keeping
+// the decoded form) cost the produce path more than everything else it
+// does. c.mu must be held.
+func (p *partition) logRecords() []LogRecord {
+	var out []LogRecord
+	for _, sb := range p.batches {
+		info, err := protocol.ParseBatchHeader(sb.raw)
+		if err == nil {
+			err = protocol.ForEachRecord(sb.raw, info, maxDecompressed, func(_ int, r protocol.Record) error {
+				delta := r.Offset - info.BaseOffset
+				seq := int32(-1)
+				if info.ProducerID >= 0 && info.BaseSequence >= 0 {
+					seq = addSeq(info.BaseSequence, int32(delta))
+				}
+				out = append(out, LogRecord{
+					Offset:        info.BaseOffset + delta,
+					ProducerID:    info.ProducerID,
+					ProducerEpoch: info.ProducerEpoch,
+					Sequence:      seq,
+					Timestamp:     r.Timestamp,
+					Key:           r.Key,
+					Value:         r.Value,
+					Headers:       r.Headers,
+				})
+				return nil
+			})
+		}
+		if err != nil {
+			// Every stored batch decoded when it was appended, and
+			// nothing writes to the log's bytes but appendBatch.
+			panic(fmt.Sprintf("broker: %s[%d]: stored batch at offset %d no longer decodes: %v", p.t.name, p.index, sb.base, err))
+		}
+	}
+	return out
 }
 
 // addSeq is seq+delta with the 2^31 wrap of Kafka sequence numbers.
@@ -232,7 +250,20 @@ func setLeaderEpoch(b []byte, epoch int32) {
 }
 
 // signalData wakes Fetch requests waiting for new data. c.mu must be held.
+// The channel is made only when a Fetch waits (dataWait), so an append
+// that nobody waits for costs no allocation.
 func (c *Cluster) signalData() {
-	close(c.dataCh)
-	c.dataCh = make(chan struct{})
+	if c.dataCh != nil {
+		close(c.dataCh)
+		c.dataCh = nil
+	}
+}
+
+// dataWait returns the channel the next signalData closes. c.mu must be
+// held.
+func (c *Cluster) dataWait() <-chan struct{} {
+	if c.dataCh == nil {
+		c.dataCh = make(chan struct{})
+	}
+	return c.dataCh
 }
