@@ -17,23 +17,68 @@ import (
 	"github.com/longhaul-kafka/longhaul/internal/broker"
 )
 
-// brokerSpec is the cluster one case runs against: one node, one topic.
+// brokerSpec is the cluster one case runs against: one node, the case's
+// partitions spread over topics topics (--topics) named after topic.
 type brokerSpec struct {
 	rtt        time.Duration
 	bandwidth  int64 // bytes/s per direction, 0 = no cap
 	topic      string
+	topics     int // 0 means 1
 	partitions int
 	window     int
+}
+
+// topicList names the spec's topics, each with its partition count: the
+// topic name itself when there is one, name-0, name-1, ... otherwise.
+func (s brokerSpec) topicList(name string) []topicSpec {
+	counts := topicParts(s.partitions, max(s.topics, 1))
+	if len(counts) == 1 {
+		return []topicSpec{{name, counts[0]}}
+	}
+	out := make([]topicSpec, len(counts))
+	for i, n := range counts {
+		out[i] = topicSpec{fmt.Sprintf("%s-%d", name, i), n}
+	}
+	return out
+}
+
+// topicSpec is one topic of a case and its partition count.
+type topicSpec struct {
+	name       string
+	partitions int
+}
+
+// topicParts spreads partitions over n topics as evenly as they go: the
+// first partitions%n topics get one more. The caller checked
+// 1 <= n <= partitions.
+func topicParts(partitions, n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = partitions / n
+		if i < partitions%n {
+			out[i]++
+		}
+	}
+	return out
+}
+
+// topicNames returns the names of ts, in order.
+func topicNames(ts []topicSpec) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.name
+	}
+	return out
 }
 
 // runningBroker is a started cluster: in this process, or a child process
 // of examples/broker so that its CPU and allocations are not the client's.
 type runningBroker struct {
-	addr  string
-	topic string // the case's topic
-	pid   int    // broker process pid, 0 when in-process
-	stop  func() error
-	inner *broker.Cluster // in-process only
+	addr   string
+	topics []topicSpec // the case's topics
+	pid    int         // broker process pid, 0 when in-process
+	stop   func() error
+	inner  *broker.Cluster // in-process only
 }
 
 // brokerStarter starts a fresh cluster per case; every case gets a new one
@@ -81,22 +126,27 @@ func (bs *brokerStarter) describe() string {
 }
 
 func (bs *brokerStarter) start(spec brokerSpec) (*runningBroker, error) {
+	topics := spec.topicList(spec.topic)
 	if bs.bin == "" {
-		c, err := broker.Start(broker.Config{
-			RTT:       spec.rtt,
-			Bandwidth: spec.bandwidth,
-			Topics:    []broker.TopicConfig{{Name: spec.topic, Partitions: int32(spec.partitions), Window: spec.window}},
-		})
+		cfg := broker.Config{RTT: spec.rtt, Bandwidth: spec.bandwidth}
+		for _, t := range topics {
+			cfg.Topics = append(cfg.Topics, broker.TopicConfig{Name: t.name, Partitions: int32(t.partitions), Window: spec.window})
+		}
+		c, err := broker.Start(cfg)
 		if err != nil {
 			return nil, err
 		}
-		return &runningBroker{addr: c.Addr(), topic: spec.topic, stop: c.Close, inner: c}, nil
+		return &runningBroker{addr: c.Addr(), topics: topics, stop: c.Close, inner: c}, nil
+	}
+	var arg []string
+	for _, t := range topics {
+		arg = append(arg, fmt.Sprintf("%s:%d:%d", t.name, t.partitions, spec.window))
 	}
 	cmd := exec.Command(bs.bin,
 		"--addr", "127.0.0.1:0",
 		"--rtt", spec.rtt.String(),
 		"--bandwidth", strconv.FormatInt(spec.bandwidth, 10),
-		"--topics", fmt.Sprintf("%s:%d:%d", spec.topic, spec.partitions, spec.window))
+		"--topics", strings.Join(arg, ","))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -139,7 +189,7 @@ func (bs *brokerStarter) start(spec brokerSpec) (*runningBroker, error) {
 				return <-done
 			}
 		}
-		return &runningBroker{addr: a, topic: spec.topic, pid: cmd.Process.Pid, stop: stop}, nil
+		return &runningBroker{addr: a, topics: topics, pid: cmd.Process.Pid, stop: stop}, nil
 	case <-time.After(30 * time.Second):
 		kill()
 		return nil, errors.New("broker child did not print its address within 30s")

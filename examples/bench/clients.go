@@ -89,7 +89,7 @@ func (st *caseState) fail(err error) {
 // clientConfig is the workload given to both clients.
 type clientConfig struct {
 	addr        string
-	topic       string
+	topics      []string // records go to them in turn
 	recordSize  int
 	batchSize   int
 	linger      time.Duration
@@ -185,10 +185,13 @@ func (l *longhaulLoop) run(ctx context.Context, st *caseState) {
 		select {
 		case r = <-l.free:
 		default:
-			r = &producer.Record{Topic: l.cfg.topic, Value: l.value}
+			r = &producer.Record{Topic: l.cfg.topics[0], Value: l.value}
+		}
+		n++
+		if len(l.cfg.topics) > 1 {
+			r.Topic = l.cfg.topics[n%uint64(len(l.cfg.topics))]
 		}
 		if l.cfg.keyed {
-			n++
 			r.Key = setKey(r.Key, n)
 		}
 		// Produce resets a reused record's partition and offset itself.
@@ -208,17 +211,18 @@ func (l *longhaulLoop) close() {
 
 // kgoLoop drives a franz-go client with idempotence on (its default).
 type kgoLoop struct {
-	cl    *kgo.Client
-	rate  float64
-	keyed bool
-	value []byte
-	free  chan *kgo.Record
+	cl     *kgo.Client
+	rate   float64
+	keyed  bool
+	topics []string
+	value  []byte
+	free   chan *kgo.Record
 }
 
 func newKgo(cfg clientConfig) (*kgoLoop, error) {
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(cfg.addr),
-		kgo.DefaultProduceTopic(cfg.topic),
+		kgo.DefaultProduceTopic(cfg.topics[0]),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(cfg.linger),
 		kgo.ProducerBatchMaxBytes(int32(cfg.batchSize)),
@@ -238,7 +242,7 @@ func newKgo(cfg clientConfig) (*kgoLoop, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kgo: %w", err)
 	}
-	return &kgoLoop{cl: cl, rate: cfg.rate, keyed: cfg.keyed, value: make([]byte, cfg.recordSize), free: make(chan *kgo.Record, freeListCap(cfg))}, nil
+	return &kgoLoop{cl: cl, rate: cfg.rate, keyed: cfg.keyed, topics: cfg.topics, value: make([]byte, cfg.recordSize), free: make(chan *kgo.Record, freeListCap(cfg))}, nil
 }
 
 func (k *kgoLoop) run(ctx context.Context, st *caseState) {
@@ -263,8 +267,11 @@ func (k *kgoLoop) run(ctx context.Context, st *caseState) {
 		}
 		key := r.Key
 		*r = kgo.Record{Value: k.value, Timestamp: stamp(pace)}
+		n++
+		if len(k.topics) > 1 {
+			r.Topic = k.topics[n%uint64(len(k.topics))]
+		}
 		if k.keyed {
-			n++
 			r.Key = setKey(key, n)
 		}
 		k.cl.Produce(ctx, r, promise)

@@ -57,25 +57,35 @@ func (kt *kafkaTarget) start(spec brokerSpec) (*runningBroker, error) {
 	if spec.bandwidth > 0 {
 		return nil, errors.New("--bandwidth is not supported with --target kafka (the harness proxy has no bandwidth cap)")
 	}
-	topic := fmt.Sprintf("%s-%d", spec.topic, kt.seq.Add(1))
+	topics := spec.topicList(fmt.Sprintf("%s-%d", spec.topic, kt.seq.Add(1)))
 	var cfg map[string]string
 	if kt.agent {
 		cfg = map[string]string{"producer.state.batches.to.retain": strconv.Itoa(spec.window)}
 	}
-	if err := kt.tb.do(func() { kt.c.CreateTopic(kt.tb, topic, int32(spec.partitions), 1, cfg) }); err != nil {
-		return nil, err
+	deleteTopics := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var errs []error
+		for _, t := range topics {
+			if err := kt.c.DeleteTopic(ctx, t.name); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	}
+	for _, t := range topics {
+		if err := kt.tb.do(func() { kt.c.CreateTopic(kt.tb, t.name, int32(t.partitions), 1, cfg) }); err != nil {
+			_ = deleteTopics()
+			return nil, err
+		}
 	}
 	kt.c.SetDelay(spec.rtt / 2)
 	pid := kt.c.NodePID(0)
 	if pid == 0 {
+		_ = deleteTopics()
 		return nil, errors.New("the Kafka node is not running")
 	}
-	stop := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		return kt.c.DeleteTopic(ctx, topic)
-	}
-	return &runningBroker{addr: kt.c.ProxiedBootstrap(), pid: pid, topic: topic, stop: stop}, nil
+	return &runningBroker{addr: kt.c.ProxiedBootstrap(), pid: pid, topics: topics, stop: deleteTopics}, nil
 }
 
 // javaRecords is ProducerPerformance's --num-records: more than any case
@@ -99,7 +109,7 @@ func runJavaCase(ctx context.Context, kt *kafkaTarget, o options, rtt time.Durat
 	}
 	defer b.stop()
 	perf := kafkatest.JavaPerf{
-		Topic:      b.topic,
+		Topic:      b.topics[0].name, // parseFlags refuses java with --topics > 1
 		NumRecords: javaRecords,
 		RecordSize: o.recordSize,
 		Bootstrap:  b.addr,
@@ -122,7 +132,7 @@ func runJavaCase(ctx context.Context, kt *kafkaTarget, o options, rtt time.Durat
 	acked := func() (int64, error) {
 		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		return kt.c.SumEndOffsets(actx, b.topic, int32(parts))
+		return kt.c.SumEndOffsets(actx, b.topics[0].name, int32(parts))
 	}
 	// The JVM takes seconds to start: the warm-up begins with the first
 	// acknowledged record.

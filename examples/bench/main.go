@@ -50,6 +50,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -61,8 +62,10 @@ func main() { cli.Main(run) }
 
 // options are the parsed flags.
 type options struct {
-	rtts        []time.Duration
-	partitions  []int
+	rtts       []time.Duration
+	partitions []int
+	// topics is how many topics each case's partitions are spread over.
+	topics      int
 	batches     []int
 	clients     []clientKind
 	recordSize  int
@@ -185,6 +188,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer pprof.StopCPUProfile()
 	}
 	where := tg.describe()
+	if o.topics > 1 {
+		where += fmt.Sprintf("; each case's partitions over %d topics", o.topics)
+	}
 	fmt.Fprintf(stdout, "broker: %s; %d-byte records, linger %v, longhaul max.in.flight.requests.per.connection=%d, bandwidth %s, %v per case after warm-up\n\n",
 		where, o.recordSize, o.linger, o.maxInFlight, fmtBandwidth(o.bandwidth), o.duration)
 	printHeader(stdout)
@@ -251,7 +257,7 @@ func runCase(ctx context.Context, tg target, o options, rtt time.Duration, parts
 	res.window = w
 	res.boundMBps = boundBytesPerSec(o.bandwidth, w, batch, rtt, parts) / 1e6
 
-	b, err := tg.start(brokerSpec{rtt: rtt, bandwidth: o.bandwidth, topic: "bench", partitions: parts, window: k.window})
+	b, err := tg.start(brokerSpec{rtt: rtt, bandwidth: o.bandwidth, topic: "bench", topics: o.topics, partitions: parts, window: k.window})
 	if err != nil {
 		return res, fmt.Errorf("broker: %w", err)
 	}
@@ -259,7 +265,7 @@ func runCase(ctx context.Context, tg target, o options, rtt time.Duration, parts
 
 	cfg := clientConfig{
 		addr:        b.addr,
-		topic:       b.topic,
+		topics:      topicNames(b.topics),
 		recordSize:  o.recordSize,
 		batchSize:   batch,
 		linger:      o.linger,
@@ -505,6 +511,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.rate, "rate", 0, "open loop: offer this many `records/s` (latency from the intended send time) instead of producing as fast as the client accepts (java: ProducerPerformance --throughput, its latency from send() over the records after --warmup)")
 	fs.IntVar(&o.repeat, "repeat", 1, "rounds of every case, clients alternating within each round")
 	fs.IntVar(&o.recordSize, "record", 1024, "record value size in `bytes`")
+	fs.IntVar(&o.topics, "topics", 1, "spread each case's partitions over this many topics (as evenly as they go); records go to the topics in turn")
 	fs.BoolVar(&o.keyed, "keyed", false, "give every record an 8-byte key (a counter): records spread over every partition by hash (default: keyless, sticky)")
 	fs.BoolVar(&o.heap, "heap", false, "measure each case's live heap (after a GC) while producing and once idle, and print a memory table")
 	fs.DurationVar(&o.duration, "duration", 4*time.Second, "measured time per case, after the warm-up")
@@ -548,8 +555,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			}
 		}
 	}
-	if o.target != "embedded" && !set["clients"] {
-		*clients += ",java" // after --quick's defaults, which replace the list
+	if o.target != "embedded" && !set["clients"] && o.topics <= 1 {
+		// After --quick's defaults, which replace the list; not with
+		// --topics > 1: ProducerPerformance writes one topic.
+		*clients += ",java"
 	}
 	var err error
 	if o.rtts, err = parseList(*rtts, "rtt", func(s string) (time.Duration, error) {
@@ -604,12 +613,19 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-rate %v: must be >= 0", o.rate)
 	case o.repeat < 1:
 		return o, fmt.Errorf("-repeat %d: must be >= 1", o.repeat)
+	case o.topics < 1:
+		return o, fmt.Errorf("-topics %d: must be >= 1", o.topics)
+	case o.topics > slices.Min(o.partitions):
+		return o, fmt.Errorf("-topics %d: more topics than partitions (%d)", o.topics, slices.Min(o.partitions))
 	case o.target != "embedded" && o.bandwidth > 0:
 		return o, fmt.Errorf("-bandwidth: not supported with -target %s (the harness proxy has no bandwidth cap)", o.target)
 	}
 	for _, k := range o.clients {
 		if k.java && o.target == "embedded" {
 			return o, errors.New("-clients java: needs -target kafka or kafka-stock (the embedded broker has no Java client runner)")
+		}
+		if k.java && o.topics > 1 {
+			return o, errors.New("-clients java: ProducerPerformance writes one topic; drop it or use -topics 1")
 		}
 	}
 	return o, nil

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestTopicParts: partitions spread over topics as evenly as they go, the
+// first ones taking the remainder, and nothing lost.
+func TestTopicParts(t *testing.T) {
+	assert.Equal(t, []int{16}, topicParts(16, 1))
+	assert.Equal(t, []int{3, 2, 2}, topicParts(7, 3))
+	assert.Equal(t, []int{1, 1, 1, 1}, topicParts(4, 4))
+	for _, c := range [][2]int{{1000, 100}, {10000, 100}, {1001, 100}, {10, 7}} {
+		parts := topicParts(c[0], c[1])
+		require.Len(t, parts, c[1])
+		sum := 0
+		for _, n := range parts {
+			sum += n
+			assert.LessOrEqual(t, parts[0]-n, 1, "%v: uneven %v", c, parts)
+		}
+		assert.Equal(t, c[0], sum, "%v", c)
+	}
+	one := brokerSpec{topic: "bench", partitions: 5}.topicList("bench-3")
+	assert.Equal(t, []topicSpec{{"bench-3", 5}}, one, "one topic keeps the case's name")
+	three := brokerSpec{topic: "bench", topics: 3, partitions: 7}.topicList("bench-4")
+	assert.Equal(t, []topicSpec{{"bench-4-0", 3}, {"bench-4-1", 2}, {"bench-4-2", 2}}, three)
+}
+
+func TestTopicsFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--topics", "0"},
+		{"--topics", "17", "--partitions", "16"},
+		{"--topics", "2", "--partitions", "1,16"}, // checked against every count
+		{"--target", "kafka", "--topics", "2", "--clients", "lh-w5,java"},
+	} {
+		var out, errw bytes.Buffer
+		assert.Equal(t, 2, run(context.Background(), args, &out, &errw), "run %q, stderr %q", args, errw.String())
+	}
+	o, err := parseFlags([]string{"--target", "kafka", "--topics", "100", "--partitions", "1000,10000"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, 100, o.topics)
+	for _, k := range o.clients {
+		assert.False(t, k.java, "with --topics > 1 java is not among the default clients")
+	}
+}
+
+// TestTopicsSpreadRecords: with --topics, the embedded broker has every
+// topic with its share of the partitions, and both clients write records
+// to every topic.
+func TestTopicsSpreadRecords(t *testing.T) {
+	bs, err := newBrokerStarter("inproc", t.TempDir())
+	require.NoError(t, err)
+	for _, k := range []clientKind{{name: "lh-w5", window: 5}, {name: "kgo", window: 50, kgo: true}} {
+		for _, keyed := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/keyed=%v", k.name, keyed), func(t *testing.T) {
+				b, err := bs.start(brokerSpec{topic: "bench", topics: 3, partitions: 7, window: k.window})
+				require.NoError(t, err)
+				defer b.stop()
+				cfg := clientConfig{addr: b.addr, topics: topicNames(b.topics), recordSize: 10, batchSize: 16384,
+					linger: time.Millisecond, bufferBytes: 1 << 20, maxInFlight: 5, keyed: keyed}
+				var loop produceLoop
+				if k.kgo {
+					loop, err = newKgo(cfg)
+				} else {
+					loop, err = newLonghaul(cfg, k)
+				}
+				require.NoError(t, err)
+				st := new(caseState)
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan struct{})
+				go func() { defer close(done); loop.run(ctx, st) }()
+				require.Eventually(t, func() bool { return st.acked.Load() > 3000 }, 30*time.Second, 10*time.Millisecond)
+				st.stopping.Store(true)
+				cancel()
+				<-done
+				fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
+				loop.flush(fctx)
+				fcancel()
+				loop.close()
+				require.Zero(t, st.failed.Load())
+
+				require.Equal(t, []topicSpec{{"bench-0", 3}, {"bench-1", 2}, {"bench-2", 2}}, b.topics)
+				var total int
+				for _, ts := range b.topics {
+					n := 0
+					for p := range ts.partitions {
+						n += len(b.inner.Records(ts.name, int32(p)))
+					}
+					assert.Positive(t, n, "topic %s got no records", ts.name)
+					total += n
+				}
+				assert.GreaterOrEqual(t, int64(total), st.acked.Load(), "every acknowledged record is in one of the topics")
+				// Records go to the topics in turn: none has much more than its share.
+				for _, ts := range b.topics {
+					n := 0
+					for p := range ts.partitions {
+						n += len(b.inner.Records(ts.name, int32(p)))
+					}
+					assert.InDelta(t, float64(total)/3, float64(n), float64(total)/10, "topic %s", ts.name)
+				}
+			})
+		}
+	}
+}
