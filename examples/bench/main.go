@@ -163,7 +163,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// path: the first cases would be measured against a colder
 		// broker than the last. Run a throwaway case first.
 		po := o
-		po.warmup, po.duration, po.rate = time.Second, o.primeKafka, 0
+		po.warmup, po.duration, po.rate, po.topics = time.Second, o.primeKafka, 0, 1
 		if po.duration > 0 {
 			if _, err := runCase(ctx, tg, po, 0, 16, 16384, clientKind{name: "prime", window: 50, kgo: true}); err != nil {
 				fmt.Fprintf(stderr, "bench: priming Kafka: %v\n", err)
