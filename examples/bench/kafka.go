@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -24,13 +26,20 @@ type kafkaTarget struct {
 	c     *kafkatest.Cluster
 	agent bool
 	seq   atomic.Int64
+	log   io.Writer
+	// baseFDs is the node's open files once started, before any case.
+	baseFDs int
 }
 
 // startKafka starts the node. The harness needs java and mvn (javac for
 // the agent); without them it is an error here, not a skip.
-func startKafka(agent bool, log io.Writer) (*kafkaTarget, error) {
-	kt := &kafkaTarget{tb: newHarnessTB(log), agent: agent}
-	o := kafkatest.Options{HeapMB: 1024}
+func startKafka(agent bool, config map[string]string, log io.Writer) (*kafkaTarget, error) {
+	kt := &kafkaTarget{tb: newHarnessTB(log), agent: agent, log: log}
+	// A deleted topic's files are removed (and closed) after
+	// log.segment.delete.delay.ms, 60 s by default: with 10,000 partitions per
+	// case, the next case's would exceed the open-files limit meanwhile.
+	o := kafkatest.Options{HeapMB: 1024, BrokerConfig: map[string]string{"log.segment.delete.delay.ms": "0"}}
+	maps.Copy(o.BrokerConfig, config) // --kafka-config
 	if agent {
 		o.Agent = kafkatest.AgentOnAll
 	}
@@ -39,6 +48,7 @@ func startKafka(agent bool, log io.Writer) (*kafkaTarget, error) {
 		kt.tb.cleanup()
 		return nil, fmt.Errorf("starting Kafka %s: %w", kafkatest.Version, err)
 	}
+	kt.baseFDs = openFiles(kt.c.NodePID(0))
 	return kt, nil
 }
 
@@ -71,6 +81,7 @@ func (kt *kafkaTarget) start(spec brokerSpec) (*runningBroker, error) {
 				errs = append(errs, err)
 			}
 		}
+		kt.waitFilesClosed(spec.partitions)
 		return errors.Join(errs...)
 	}
 	for _, t := range topics {
@@ -86,6 +97,37 @@ func (kt *kafkaTarget) start(spec brokerSpec) (*runningBroker, error) {
 		return nil, errors.New("the Kafka node is not running")
 	}
 	return &runningBroker{addr: kt.c.ProxiedBootstrap(), pid: pid, topics: topics, stop: deleteTopics}, nil
+}
+
+// waitFilesClosed waits, after a case deleted its topics, until the node
+// holds at most its starting open files plus a margin (at most 2
+// minutes), so that the next case neither pays for the deletion of this
+// one's partitions nor runs out of files (each partition holds its log
+// segment open). Cases of a few partitions do not wait.
+func (kt *kafkaTarget) waitFilesClosed(partitions int) {
+	pid := kt.c.NodePID(0)
+	if partitions < 1000 || pid == 0 || kt.baseFDs <= 0 {
+		return
+	}
+	start := time.Now()
+	limit := kt.baseFDs + 200
+	for time.Since(start) < 2*time.Minute {
+		if n := openFiles(pid); n < 0 || n <= limit {
+			fmt.Fprintf(kt.log, "bench: Kafka closed the deleted partitions' files in %v\n", time.Since(start).Round(100*time.Millisecond))
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	fmt.Fprintf(kt.log, "bench: Kafka still holds %d open files (started with %d) 2 minutes after the deletion\n", openFiles(pid), kt.baseFDs)
+}
+
+// openFiles counts pid's open file descriptors, -1 if unknown (not Linux).
+func openFiles(pid int) int {
+	ents, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
+	if err != nil {
+		return -1
+	}
+	return len(ents)
 }
 
 // javaRecords is ProducerPerformance's --num-records: more than any case

@@ -83,6 +83,8 @@ type options struct {
 	target string
 	// repeat is how many rounds of each case run, alternating clients.
 	repeat int
+	// kafkaConfig are broker properties for the Kafka node (--kafka-config).
+	kafkaConfig map[string]string
 	// primeKafka is how long a throwaway kgo case runs on a fresh Kafka
 	// node before the measured cases.
 	primeKafka time.Duration
@@ -152,7 +154,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		tg = bs
 	} else {
-		kafka, err = startKafka(o.target == "kafka", stderr)
+		kafka, err = startKafka(o.target == "kafka", o.kafkaConfig, stderr)
 		if err != nil {
 			fmt.Fprintf(stderr, "bench: %v\n", err)
 			return 1
@@ -507,6 +509,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	batches := fs.String("batch", "16384,262144", "comma-separated batch.size values in bytes")
 	clients := fs.String("clients", "lh-w5,lh-w20,lh-w50,lh-cap5,kgo", "comma-separated clients: lh-w5, lh-w20, lh-w50 (longhaul, topic window 5/20/50), lh-cap5 (longhaul with MaxWindow(5)), kgo, java (Kafka's ProducerPerformance; --target kafka* only, and added to the default there)")
 	fs.StringVar(&o.target, "target", "embedded", "where cases run: embedded (longhaul's embedded broker, the quick variant), kafka (Apache Kafka from internal/kafkatest with the KIP-1269 agent) or kafka-stock (without the agent)")
+	kafkaConfig := fs.String("kafka-config", "", "with -target kafka*: broker properties for the Kafka node, `k=v,...` (e.g. log.index.size.max.bytes=262144)")
 	fs.DurationVar(&o.primeKafka, "prime", 10*time.Second, "with -target kafka*: how long a throwaway kgo case (RTT 0, 16 partitions) warms the fresh broker JVM before the measured cases (0 = none)")
 	fs.Float64Var(&o.rate, "rate", 0, "open loop: offer this many `records/s` (latency from the intended send time) instead of producing as fast as the client accepts (java: ProducerPerformance --throughput, its latency from send() over the records after --warmup)")
 	fs.IntVar(&o.repeat, "repeat", 1, "rounds of every case, clients alternating within each round")
@@ -561,6 +564,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		*clients += ",java"
 	}
 	var err error
+	if o.kafkaConfig, err = parseProps(*kafkaConfig); err != nil {
+		return o, err
+	}
+	if len(o.kafkaConfig) > 0 && o.target == "embedded" {
+		return o, errors.New("-kafka-config: needs -target kafka or kafka-stock")
+	}
 	if o.rtts, err = parseList(*rtts, "rtt", func(s string) (time.Duration, error) {
 		if s == "0" {
 			return 0, nil
@@ -645,6 +654,26 @@ func parseList[T any](s, name string, parse func(string) (T, error)) ([]T, error
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("-%s: empty", name)
+	}
+	return out, nil
+}
+
+// parseProps parses --kafka-config: comma-separated key=value pairs, each
+// key once; "" is none.
+func parseProps(s string) (map[string]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("-kafka-config %q: want key=value", kv)
+		}
+		if _, dup := out[k]; dup {
+			return nil, fmt.Errorf("-kafka-config: %s given twice", k)
+		}
+		out[k] = v
 	}
 	return out, nil
 }
