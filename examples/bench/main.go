@@ -125,8 +125,11 @@ type result struct {
 	// acknowledged (idle), in bytes; the buffer.memory both clients got.
 	heapActive, heapIdle int64
 	bufferBytes          int64
-	boundMBps            float64 // +Inf when nothing but CPU bounds it
-	window               int     // batches in flight per partition the bound assumes
+	// idleCPU is the client's CPU seconds per second while idle (--heap),
+	// measured over idleWindow once everything is acknowledged.
+	idleCPU   float64
+	boundMBps float64 // +Inf when nothing but CPU bounds it
+	window    int     // batches in flight per partition the bound assumes
 }
 
 // run parses args, runs the cases and prints the table. It returns the
@@ -322,6 +325,12 @@ func runCase(ctx context.Context, tg target, o options, rtt time.Duration, parts
 		// partition while idle, as a long-idle service would see it.
 		runtime.GC()
 		res.heapIdle = liveHeap(base)
+		// What an idle client costs per second: its timers, metadata
+		// refreshes and any loop that visits idle partitions.
+		before := readUsage(0)
+		sleep(ctx, idleWindow)
+		after := readUsage(0)
+		res.idleCPU = (after.cpu - before.cpu).Seconds() / after.at.Sub(before.at).Seconds()
 	}
 	loop.close()
 
@@ -347,6 +356,9 @@ func runCase(ctx context.Context, tg target, o options, rtt time.Duration, parts
 	}
 	return res, nil
 }
+
+// idleWindow is how long --heap measures an idle client's CPU.
+const idleWindow = time.Second
 
 // liveHeap collects garbage and returns the live heap above base. The
 // bench's spare records are dropped first (dropFree); records a client

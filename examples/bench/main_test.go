@@ -172,7 +172,7 @@ func TestRoundOrderRotatesSoEveryClientLeadsOnce(t *testing.T) {
 }
 
 // TestKeyedHeap: --keyed --heap runs keyed records and prints the memory
-// table, one row per client with a positive active heap.
+// table, one row per client with a positive active heap and its idle CPU.
 func TestKeyedHeap(t *testing.T) {
 	var out, errw bytes.Buffer
 	args := []string{"--quick", "--rtt", "0", "--partitions", "8", "--clients", "lh-w5,kgo", "--keyed", "--heap"}
@@ -192,6 +192,11 @@ func TestKeyedHeap(t *testing.T) {
 		rows++
 		if active, err := strconv.ParseFloat(strings.TrimSpace(f[8]), 64); err != nil || active <= 0 {
 			t.Errorf("row %q: heap active %q, want > 0", line, f[8])
+		}
+		if len(f) < 14 {
+			t.Errorf("row %q: no idle CPU column", line)
+		} else if idle, err := strconv.ParseFloat(strings.TrimSpace(f[13]), 64); err != nil || idle < 0 {
+			t.Errorf("row %q: idle CPU %q, want a number >= 0", line, f[13])
 		}
 	}
 	if rows != 2 {

@@ -104,15 +104,15 @@ func printMemory(w io.Writer, o options, rs []result) {
 	}
 	const mib = 1 << 20
 	fmt.Fprintf(w, "\nMemory (%s, %d-byte records) over %d round(s): mean (min-max); live heap after a GC above the case's baseline:\n\n", keys, o.recordSize, o.repeat)
-	fmt.Fprintln(w, "| RTT | parts | batch | client | records/s | x kgo | buffer.memory MiB | heap active MiB | heap active x kgo | (active - buffer.memory) B/partition | heap idle MiB | idle B/partition |")
-	fmt.Fprintln(w, "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| RTT | parts | batch | client | records/s | x kgo | buffer.memory MiB | heap active MiB | heap active x kgo | (active - buffer.memory) B/partition | heap idle MiB | idle B/partition | idle CPU ms/s |")
+	fmt.Fprintln(w, "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, g := range order {
 		for _, k := range o.clients {
 			runs := byGroup[g][k.name]
 			if len(runs) == 0 || k.java {
 				continue // java runs in its own JVM: no heap figures
 			}
-			var recs, xKgo, act, xAct, over, idle, idlePP []float64
+			var recs, xKgo, act, xAct, over, idle, idlePP, idleCPU []float64
 			var buf int64
 			for round, r := range runs {
 				buf = r.bufferBytes
@@ -121,6 +121,7 @@ func printMemory(w io.Writer, o options, rs []result) {
 				over = append(over, float64(r.heapActive-r.bufferBytes)/float64(g.parts))
 				idle = append(idle, float64(r.heapIdle)/mib)
 				idlePP = append(idlePP, float64(r.heapIdle)/float64(g.parts))
+				idleCPU = append(idleCPU, 1000*r.idleCPU)
 				if kg, ok := byGroup[g]["kgo"][round]; ok {
 					if kg.recsPerSec > 0 {
 						xKgo = append(xKgo, r.recsPerSec/kg.recsPerSec)
@@ -130,10 +131,10 @@ func printMemory(w io.Writer, o options, rs []result) {
 					}
 				}
 			}
-			fmt.Fprintf(w, "| %v | %d | %s | %s | %s | %s | %.0f | %s | %s | %s | %s | %s |\n",
+			fmt.Fprintf(w, "| %v | %d | %s | %s | %s | %s | %.0f | %s | %s | %s | %s | %s | %s |\n",
 				g.rtt, g.parts, fmtBytes(g.batch), k.name, spreadOf(recs).format(0), spreadOf(xKgo).format(2),
 				float64(buf)/mib, spreadOf(act).format(1), spreadOf(xAct).format(2), spreadOf(over).format(0),
-				spreadOf(idle).format(1), spreadOf(idlePP).format(0))
+				spreadOf(idle).format(1), spreadOf(idlePP).format(0), spreadOf(idleCPU).format(1))
 		}
 	}
 }
