@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -118,4 +120,26 @@ func TestTopicsSpreadRecords(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestOpenFiles: the count the Kafka target waits on follows the files a
+// process holds open, and is -1 for a process that does not exist.
+func TestOpenFiles(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	before := openFiles(os.Getpid())
+	require.Positive(t, before)
+	var fs []*os.File
+	for range 5 {
+		f, err := os.Open(os.Args[0])
+		require.NoError(t, err)
+		fs = append(fs, f)
+	}
+	assert.Equal(t, before+5, openFiles(os.Getpid()))
+	for _, f := range fs {
+		f.Close()
+	}
+	assert.Equal(t, before, openFiles(os.Getpid()))
+	assert.Equal(t, -1, openFiles(1<<30))
 }
