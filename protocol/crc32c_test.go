@@ -1,0 +1,168 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestCRC32CCombine: the CRC joined from two parts equals hash/crc32's CRC
+// of the concatenation, for random parts (lengths across byte boundaries of
+// the tables, the empty part included).
+func TestCRC32CCombine(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 1))
+	lengths := []int{0, 1, 7, 8, 255, 256, 257, 4095, 16384, 65535, 65536, 65537, 1 << 20}
+	for i := range 300 {
+		a := randBytes(r, r.IntN(80))
+		n := lengths[i%len(lengths)]
+		if i >= len(lengths) {
+			n = r.IntN(70000)
+		}
+		b := randBytes(r, n)
+		want := crc32.Checksum(append(bytes.Clone(a), b...), crc32c)
+		got := crc32cCombine(crc32.Checksum(a, crc32c), crc32.Checksum(b, crc32c), len(b))
+		require.Equal(t, want, got, "len(a) %d len(b) %d", len(a), len(b))
+	}
+}
+
+// TestXPowBytesTablesMatchSquaring: the byte tables give the same shift as
+// square-and-multiply, for lengths below 2^32 (the table path) and above.
+func TestXPowBytesTablesMatchSquaring(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 2))
+	for range 1000 {
+		n := r.Uint64N(1 << 32)
+		require.Equal(t, xPowBits(8*n), xPowBytes(n), "n %d", n)
+	}
+	for _, n := range []uint64{0, 1, 255, 256, 1<<32 - 1, 1 << 32, 1<<40 + 3} {
+		require.Equal(t, xPowBits(8*n), xPowBytes(n), "n %d", n)
+	}
+}
+
+// TestBuilderCRCMatchesBytes: whatever sequence of Append, Retain, GrowCap
+// and Reset built a batch, its CRC field is the CRC-32C of its bytes from
+// the attributes on, for Build and BuildInPlace, uncompressed, compressed,
+// and compressed-if-smaller falling back to uncompressed (the paths that
+// use the CRC kept by Append and those that checksum the output).
+func TestBuilderCRCMatchesBytes(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 3))
+	var b BatchBuilder
+	for round := range 400 {
+		if r.IntN(4) == 0 {
+			b.Reset()
+		}
+		for range 1 + r.IntN(20) {
+			appendRandomRecord(r, &b)
+		}
+		if r.IntN(3) == 0 {
+			b.GrowCap(b.Cap() + r.IntN(4096))
+		}
+		if r.IntN(3) == 0 {
+			b.Retain(func(int) bool { return r.IntN(2) == 0 })
+		}
+		if b.NumRecords() == 0 {
+			appendRandomRecord(r, &b)
+		}
+		h := BatchHeader{ProducerID: r.Int64(), ProducerEpoch: int16(r.IntN(100)), BaseSequence: r.Int32(),
+			Compression: allCodecs[r.IntN(len(allCodecs))], CompressIfSmaller: r.IntN(2) == 0}
+		built, err := b.Build(nil, h)
+		require.NoError(t, err)
+		requireCRC(t, built, round)
+		inPlace, err := b.BuildInPlace(h)
+		require.NoError(t, err)
+		requireCRC(t, inPlace, round)
+		_, recs, err := ParseRecordBatch(inPlace, 1<<22)
+		require.NoError(t, err)
+		require.Len(t, recs, b.NumRecords())
+	}
+}
+
+// TestBuilderCRCDetectsStaleChecksum is the negative control of
+// TestBuilderCRCMatchesBytes: a record byte changed behind Append's back
+// (the checksum kept no longer matching the records) gives a batch whose
+// CRC field is wrong, and requireCRC's comparison sees it.
+func TestBuilderCRCDetectsStaleChecksum(t *testing.T) {
+	var b BatchBuilder
+	b.Append(1, []byte("k"), []byte("value"), nil)
+	b.buf[len(b.buf)-2] ^= 1 // inside the value, not through Append
+	out, err := b.BuildInPlace(BatchHeader{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1})
+	require.NoError(t, err)
+	require.NotEqual(t, crc32.Checksum(out[offAttributes:], crc32c), binary.BigEndian.Uint32(out[offCRC:]))
+	_, _, err = ParseRecordBatch(out, 1<<20)
+	require.ErrorIs(t, err, ErrCorruptBatch)
+}
+
+func requireCRC(t *testing.T, batch []byte, round int) {
+	t.Helper()
+	require.Equal(t, crc32.Checksum(batch[offAttributes:], crc32c), binary.BigEndian.Uint32(batch[offCRC:]), "round %d", round)
+}
+
+func appendRandomRecord(r *rand.Rand, b *BatchBuilder) {
+	var key, value []byte
+	if r.IntN(4) != 0 {
+		key = randBytes(r, r.IntN(20))
+	}
+	if r.IntN(8) != 0 {
+		value = randBytes(r, r.IntN(3000))
+	}
+	var hs []Header
+	for range r.IntN(3) {
+		hs = append(hs, Header{Key: "h", Value: randBytes(r, r.IntN(10))})
+	}
+	b.Append(1700000000000+r.Int64N(100000)-50000, key, value, hs)
+}
+
+// randBytes returns n bytes, compressible half the time.
+func randBytes(r *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	if r.IntN(2) == 0 {
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		return b
+	}
+	for i := range b {
+		b[i] = "abcab"[r.IntN(5)]
+	}
+	return b
+}
+
+// FuzzBuilderCRC: records cut from arbitrary bytes build into batches whose
+// CRC is the CRC-32C of their bytes and that parse back to the same records.
+func FuzzBuilderCRC(f *testing.F) {
+	f.Add([]byte("hello"), uint8(3), uint8(0))
+	f.Add(bytes.Repeat([]byte{0xff}, 3000), uint8(7), uint8(1))
+	f.Fuzz(func(t *testing.T, data []byte, cuts uint8, codec uint8) {
+		var b BatchBuilder
+		var want [][]byte
+		n := int(cuts%16) + 1
+		for i := range n {
+			v := data[i*len(data)/n : (i+1)*len(data)/n]
+			b.Append(int64(i), nil, v, nil)
+			want = append(want, v)
+		}
+		h := BatchHeader{ProducerID: 1, BaseSequence: 2, Compression: allCodecs[int(codec)%len(allCodecs)], CompressIfSmaller: codec&8 != 0}
+		out, err := b.BuildInPlace(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := binary.BigEndian.Uint32(out[offCRC:]); got != crc32.Checksum(out[offAttributes:], crc32c) {
+			t.Fatalf("CRC field %08x, bytes %08x", got, crc32.Checksum(out[offAttributes:], crc32c))
+		}
+		_, recs, err := ParseRecordBatch(out, len(data)+1<<16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != n {
+			t.Fatalf("%d records, want %d", len(recs), n)
+		}
+		for i := range recs {
+			if !bytes.Equal(recs[i].Value, want[i]) {
+				t.Fatalf("record %d differs", i)
+			}
+		}
+	})
+}
