@@ -277,6 +277,7 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) e
 	ps := t.parts[idx]
 	b := ps.open
 	if b != nil && b.builder.NumRecords() > 0 && b.builder.EncodedLen()+pr.size > p.maxBatchBody() {
+		b.builder.Sum() // its last record was appended just now: the bytes are in cache
 		p.sealLocked(ps)
 		b = nil
 	}
@@ -308,6 +309,7 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) e
 	p.growMemory(b)
 	full := b.builder.EncodedLen() >= p.cfg.batchSize
 	if full {
+		b.builder.Sum()
 		p.sealLocked(ps)
 	}
 	if sticky && t.sticky.placed(pr.size, p.cfg.batchSize, started || full) {

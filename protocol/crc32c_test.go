@@ -42,8 +42,9 @@ func TestXPowBytesTablesMatchSquaring(t *testing.T) {
 	}
 }
 
-// TestBuilderCRCMatchesBytes: whatever sequence of Append, Retain, GrowCap
-// and Reset built a batch, its CRC field is the CRC-32C of its bytes from
+// TestBuilderCRCMatchesBytes: whatever sequence of Append, Sum, Retain,
+// GrowCap and Reset built a batch (Sum called after some records, none or
+// all), its CRC field is the CRC-32C of its bytes from
 // the attributes on, for Build and BuildInPlace, uncompressed, compressed,
 // and compressed-if-smaller falling back to uncompressed (the paths that
 // use the CRC kept by Append and those that checksum the output).
@@ -56,6 +57,9 @@ func TestBuilderCRCMatchesBytes(t *testing.T) {
 		}
 		for range 1 + r.IntN(20) {
 			appendRandomRecord(r, &b)
+			if r.IntN(3) == 0 {
+				b.Sum() // covers some records, the build the rest
+			}
 		}
 		if r.IntN(3) == 0 {
 			b.GrowCap(b.Cap() + r.IntN(4096))
@@ -80,19 +84,34 @@ func TestBuilderCRCMatchesBytes(t *testing.T) {
 	}
 }
 
-// TestBuilderCRCDetectsStaleChecksum is the negative control of
-// TestBuilderCRCMatchesBytes: a record byte changed behind Append's back
-// (the checksum kept no longer matching the records) gives a batch whose
-// CRC field is wrong, and requireCRC's comparison sees it.
-func TestBuilderCRCDetectsStaleChecksum(t *testing.T) {
-	var b BatchBuilder
-	b.Append(1, []byte("k"), []byte("value"), nil)
-	b.buf[len(b.buf)-2] ^= 1 // inside the value, not through Append
-	out, err := b.BuildInPlace(BatchHeader{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1})
-	require.NoError(t, err)
-	require.NotEqual(t, crc32.Checksum(out[offAttributes:], crc32c), binary.BigEndian.Uint32(out[offCRC:]))
-	_, _, err = ParseRecordBatch(out, 1<<20)
+// TestBuilderCRCUsesSum is the negative control of
+// TestBuilderCRCMatchesBytes, and shows that the build takes the records'
+// CRC from Sum rather than reading them again: a record byte changed behind
+// the builder's back after Sum gives a batch whose CRC field is wrong
+// (requireCRC's comparison and the parser see it), while the same change
+// before Sum, or without Sum, gives a correct one.
+func TestBuilderCRCUsesSum(t *testing.T) {
+	h := BatchHeader{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
+	build := func(sumFirst bool) []byte {
+		var b BatchBuilder
+		b.Append(1, []byte("k"), []byte("value"), nil)
+		if sumFirst {
+			b.Sum()
+		}
+		b.buf[len(b.buf)-2] ^= 1 // inside the value, not through Append
+		out, err := b.BuildInPlace(h)
+		require.NoError(t, err)
+		return out
+	}
+	stale := build(true)
+	require.NotEqual(t, crc32.Checksum(stale[offAttributes:], crc32c), binary.BigEndian.Uint32(stale[offCRC:]))
+	_, _, err := ParseRecordBatch(stale, 1<<20)
 	require.ErrorIs(t, err, ErrCorruptBatch)
+
+	fresh := build(false)
+	requireCRC(t, fresh, 0)
+	_, _, err = ParseRecordBatch(fresh, 1<<20)
+	require.NoError(t, err)
 }
 
 func requireCRC(t *testing.T, batch []byte, round int) {
@@ -143,6 +162,9 @@ func FuzzBuilderCRC(f *testing.F) {
 			v := data[i*len(data)/n : (i+1)*len(data)/n]
 			b.Append(int64(i), nil, v, nil)
 			want = append(want, v)
+			if cuts&(1<<(i%8)) != 0 {
+				b.Sum()
+			}
 		}
 		h := BatchHeader{ProducerID: 1, BaseSequence: 2, Compression: allCodecs[int(codec)%len(allCodecs)], CompressIfSmaller: codec&8 != 0}
 		out, err := b.BuildInPlace(h)

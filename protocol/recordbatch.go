@@ -87,7 +87,8 @@ type BatchBuilder struct {
 	// uncompressed; empty until the first Append or Grow.
 	buf     []byte
 	out     []byte // BuildInPlace's compressed batch, reused
-	crc     uint32 // CRC-32C of the record bodies, kept up to date by Append (crc32c.go)
+	crc     uint32 // CRC-32C of the first crcLen bytes of the record bodies (crc32c.go)
+	crcLen  int
 	n       int32
 	firstTS int64
 	maxTS   int64
@@ -97,7 +98,7 @@ type BatchBuilder struct {
 // returned by [BatchBuilder.BuildInPlace] is invalid from then on.
 func (b *BatchBuilder) Reset() {
 	b.buf = b.buf[:0]
-	b.crc = 0 // the CRC of no bytes
+	b.crc, b.crcLen = 0, 0 // the CRC of no bytes
 	b.n = 0
 	b.firstTS, b.maxTS = 0, 0
 }
@@ -132,7 +133,6 @@ func (b *BatchBuilder) Append(timestampMs int64, key, value []byte, headers []He
 	body := recordBodySize(tsDelta, b.n, key, value, headers)
 	b.reserve()
 	dst := b.buf
-	start := len(dst)
 	dst = kbin.AppendVarint(dst, int32(body))
 	dst = append(dst, 0) // record attributes, unused
 	dst = kbin.AppendVarlong(dst, tsDelta)
@@ -144,11 +144,20 @@ func (b *BatchBuilder) Append(timestampMs int64, key, value []byte, headers []He
 		dst = kbin.AppendVarintString(dst, headers[i].Key)
 		dst = kbin.AppendVarintBytes(dst, headers[i].Value)
 	}
-	// Checksummed now, while the record's bytes are in the CPU cache; the
-	// build only joins the header's CRC to this one (crc32c.go).
-	b.crc = crc32.Update(b.crc, crc32c, dst[start:])
 	b.buf = dst
 	b.n++
+}
+
+// Sum checksums the records appended since the last Sum (or Reset), so
+// that building the batch joins the header's CRC to theirs instead of
+// reading them again. A producer calls it when a batch fills up, while its
+// bytes are still in the CPU cache: by the time the batch is sent they
+// usually are not. Building checksums whatever Sum has not covered, so
+// calling it is never needed for a correct batch.
+func (b *BatchBuilder) Sum() {
+	recs := b.records()
+	b.crc = crc32.Update(b.crc, crc32c, recs[b.crcLen:])
+	b.crcLen = len(recs)
 }
 
 // Retain keeps only the records for which keep(i) is true, i counting
@@ -360,6 +369,7 @@ func (b *BatchBuilder) finishUncompressed(batch []byte) error {
 		return fmt.Errorf("protocol: batch of %d bytes too large", len(batch))
 	}
 	binary.BigEndian.PutUint32(batch[offLength:], uint32(len(batch)-lengthBase))
+	b.Sum()
 	crc := crc32.Checksum(batch[offAttributes:RecordBatchOverhead], crc32c)
 	binary.BigEndian.PutUint32(batch[offCRC:], crc32cCombine(crc, b.crc, len(batch)-RecordBatchOverhead))
 	return nil
