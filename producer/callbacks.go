@@ -83,11 +83,16 @@ func (q *callbackQueue) pushCounted(c completion, p *Producer) {
 	c.counted = true
 	c.p = p
 	if !q.push(c) {
-		c.run() // only after Close, when nothing else runs callbacks
+		// Only after Close, when nothing else runs callbacks.
+		var t doneTally
+		c.run(&t)
+		t.settle(p)
 	}
 }
 
-func (c completion) run() {
+// run calls c's callbacks, releases its buffer.memory and counts its
+// records in t for Flush.
+func (c completion) run(t *doneTally) {
 	if c.b != nil {
 		for _, pr := range c.b.records {
 			c.p.cfg.hooks.recordDone(pr.rec, c.err)
@@ -95,7 +100,7 @@ func (c completion) run() {
 		}
 		if c.counted {
 			c.p.mem.Release(c.memory)
-			c.p.recordsDone(c.b.records, 0)
+			t.addRecords(c.b.records)
 		}
 		c.b.recycle()
 		return
@@ -107,23 +112,73 @@ func (c completion) run() {
 	if c.counted {
 		// Released after the callbacks, so buffer.memory bounds records
 		// waiting for a slow callback too, and Produce blocks on them.
+		// Memory is released per completion, not per pass like the Flush
+		// counts: a callback may block in Produce waiting for the very
+		// bytes an earlier completion of the pass holds.
 		c.p.mem.Release(c.memory)
-		c.p.recordsDone(nil, c.gen)
+		t.add(c.gen, 1)
 	}
+}
+
+// doneTally counts the records called back in one pass of the callback
+// goroutine, per Flush generation, so that Producer.mu is taken once per
+// pass (settle) rather than once per batch: Produce holds Producer.mu for
+// every record it places, and every acquisition from another goroutine
+// costs it a cache-line transfer. Flush waiters are released at the end of
+// the pass, after every callback of it ran.
+type doneTally struct {
+	gens []genCount // in the order seen; a generation may repeat
+}
+
+func (t *doneTally) add(gen uint64, n int64) {
+	if k := len(t.gens); k > 0 && t.gens[k-1].gen == gen {
+		t.gens[k-1].n += n
+		return
+	}
+	t.gens = append(t.gens, genCount{gen: gen, n: n})
+}
+
+// addRecords counts a batch's records; they were appended in order, so
+// generations come in runs.
+func (t *doneTally) addRecords(recs []pendingRecord) {
+	for _, pr := range recs {
+		t.add(pr.gen, 1)
+	}
+}
+
+// settle counts what t holds as called back and empties it.
+func (t *doneTally) settle(p *Producer) {
+	if len(t.gens) == 0 {
+		return
+	}
+	p.mu.Lock()
+	for _, g := range t.gens {
+		p.doneLocked(g.gen, g.n)
+	}
+	p.mu.Unlock()
+	t.gens = t.gens[:0]
 }
 
 func (q *callbackQueue) run() {
 	q.gid.Store(goroutineID())
 	defer close(q.stopped)
 	var batch []completion
+	var tally doneTally
 	for {
 		q.mu.Lock()
 		batch, q.q = q.q, batch[:0]
 		closed := q.closed
 		q.mu.Unlock()
+		var p *Producer
 		for i := range batch {
-			batch[i].run()
+			if batch[i].counted {
+				p = batch[i].p
+			}
+			batch[i].run(&tally)
 			batch[i] = completion{}
+		}
+		if p != nil {
+			tally.settle(p)
 		}
 		if len(batch) > 0 {
 			continue

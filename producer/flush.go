@@ -64,25 +64,6 @@ func (p *Producer) doneLocked(gen uint64, n int64) {
 	p.flushWaiters = keep
 }
 
-// recordsDone counts the records of one completion as called back.
-func (p *Producer) recordsDone(recs []pendingRecord, gen uint64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if recs == nil {
-		p.doneLocked(gen, 1)
-		return
-	}
-	// A batch's records were appended in order, so generations come in runs.
-	for i := 0; i < len(recs); {
-		j := i + 1
-		for j < len(recs) && recs[j].gen == recs[i].gen {
-			j++
-		}
-		p.doneLocked(recs[i].gen, int64(j-i))
-		i = j
-	}
-}
-
 // startFlushLocked begins a Flush: a new generation starts, every open batch
 // is sealed (records produced before the call do not wait for linger.ms;
 // later records get a fresh batch and their own linger), and the returned
