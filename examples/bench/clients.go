@@ -100,6 +100,24 @@ type clientConfig struct {
 	rate float64
 	// keyed: every record gets an 8-byte key, a counter.
 	keyed bool
+	// ownValues: every record has its own value buffer, recycled with it,
+	// and the loop writes a counter into it before each produce.
+	ownValues bool
+}
+
+// valueFor returns the value the next record carries: the shared one, or,
+// with ownValues, v (allocated on first use) with n in its first bytes.
+func (cfg clientConfig) valueFor(v, shared []byte, n uint64) []byte {
+	if !cfg.ownValues {
+		return shared
+	}
+	if len(v) != cfg.recordSize {
+		v = make([]byte, cfg.recordSize)
+	}
+	if len(v) >= 8 {
+		binary.BigEndian.PutUint64(v, n)
+	}
+	return v
 }
 
 // setKey writes the next counter value into key, reusing its array.
@@ -194,6 +212,7 @@ func (l *longhaulLoop) run(ctx context.Context, st *caseState) {
 		if l.cfg.keyed {
 			r.Key = setKey(r.Key, n)
 		}
+		r.Value = l.cfg.valueFor(r.Value, l.value, n)
 		// Produce resets a reused record's partition and offset itself.
 		r.Timestamp = stamp(pace)
 		l.p.Produce(ctx, r, cb)
@@ -212,6 +231,7 @@ func (l *longhaulLoop) close() {
 // kgoLoop drives a franz-go client with idempotence on (its default).
 type kgoLoop struct {
 	cl     *kgo.Client
+	cfg    clientConfig
 	rate   float64
 	keyed  bool
 	topics []string
@@ -242,7 +262,7 @@ func newKgo(cfg clientConfig) (*kgoLoop, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kgo: %w", err)
 	}
-	return &kgoLoop{cl: cl, rate: cfg.rate, keyed: cfg.keyed, topics: cfg.topics, value: make([]byte, cfg.recordSize), free: make(chan *kgo.Record, freeListCap(cfg))}, nil
+	return &kgoLoop{cl: cl, cfg: cfg, rate: cfg.rate, keyed: cfg.keyed, topics: cfg.topics, value: make([]byte, cfg.recordSize), free: make(chan *kgo.Record, freeListCap(cfg))}, nil
 }
 
 func (k *kgoLoop) run(ctx context.Context, st *caseState) {
@@ -265,9 +285,9 @@ func (k *kgoLoop) run(ctx context.Context, st *caseState) {
 		default:
 			r = new(kgo.Record)
 		}
-		key := r.Key
-		*r = kgo.Record{Value: k.value, Timestamp: stamp(pace)}
+		key, value := r.Key, r.Value
 		n++
+		*r = kgo.Record{Value: k.cfg.valueFor(value, k.value, n), Timestamp: stamp(pace)}
 		if len(k.topics) > 1 {
 			r.Topic = k.topics[n%uint64(len(k.topics))]
 		}

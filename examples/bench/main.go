@@ -93,6 +93,8 @@ type options struct {
 	// keyed gives every record an 8-byte key (a counter), so records
 	// spread over every partition by hash; else keyless (sticky).
 	keyed bool
+	// ownValues gives every record its own value buffer (--own-values).
+	ownValues bool
 	// heap measures the live heap of each case (--heap).
 	heap       bool
 	cpuProfile string
@@ -278,6 +280,7 @@ func runCase(ctx context.Context, tg target, o options, rtt time.Duration, parts
 		maxInFlight: o.maxInFlight,
 		rate:        o.rate,
 		keyed:       o.keyed,
+		ownValues:   o.ownValues,
 	}
 	res.bufferBytes = cfg.bufferBytes
 	var base runtime.MemStats
@@ -528,6 +531,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.recordSize, "record", 1024, "record value size in `bytes`")
 	fs.IntVar(&o.topics, "topics", 1, "spread each case's partitions over this many topics (as evenly as they go); records go to the topics in turn")
 	fs.BoolVar(&o.keyed, "keyed", false, "give every record an 8-byte key (a counter): records spread over every partition by hash (default: keyless, sticky)")
+	fs.BoolVar(&o.ownValues, "own-values", false, "give every record its own value buffer (recycled with the record) and write a counter into its first 8 bytes before each produce, as an application serializing each value would; default: every record carries the same value slice, which stays in the CPU cache and spares a client that copies values late (kgo, at request time) the cache misses of reading them")
 	fs.BoolVar(&o.heap, "heap", false, "measure each case's live heap (after a GC) while producing and once idle, and print a memory table")
 	fs.DurationVar(&o.duration, "duration", 4*time.Second, "measured time per case, after the warm-up")
 	fs.DurationVar(&o.warmup, "warmup", 0, "warm-up per case before measuring (0 = max(1s, 6 x RTT))")
