@@ -66,8 +66,9 @@ func xPowBits(n uint64) uint32 {
 	return p
 }
 
-// xPowBytes returns x^(8n) modulo the polynomial: the factor by which n
-// bytes appended after a message shift its CRC.
+// xPowBytes returns x^(8n) modulo the polynomial, for n < 2^61 (8n fits
+// 64 bits; batches are below 2^31 bytes): the factor by which n bytes
+// appended after a message shift its CRC.
 func xPowBytes(n uint64) uint32 {
 	if n>>32 != 0 {
 		return xPowBits(8 * n)
