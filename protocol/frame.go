@@ -183,6 +183,12 @@ func ResponseCorrelationID(frame []byte) (int32, error) {
 // the correlation id, strips the header (flexible per req's key and
 // version) and decodes the body into req.ResponseKind() at req's version.
 // Errors wrap [ErrMalformedResponse]. The response may alias frame.
+//
+// A ProduceResponse is decoded by this package rather than by kmsg, to the
+// same values, except that at v14 the partitions whose only unknown tag is
+// ProducerStateBatchesToRetain share one UnknownTags per window value
+// instead of a map each: they are read-only (read them with
+// [BatchesToRetain]; Set on one would change them all).
 func ParseResponse(frame []byte, req kmsg.Request, correlationID int32) (kmsg.Response, error) {
 	return parseResponseAt(frame, req.Key(), req.GetVersion(), correlationID)
 }
@@ -196,12 +202,22 @@ func parseResponseAt(frame []byte, key, version int16, correlationID int32) (kms
 	if id != correlationID {
 		return nil, fmt.Errorf("%w: correlation id %d, want %d", ErrMalformedResponse, id, correlationID)
 	}
+	r := kbin.Reader{Src: frame[4:]}
+	if key == 0 && version >= 0 && version <= MaxProduceVersion {
+		if version >= 9 && !skipTags(&r) {
+			return nil, fmt.Errorf("%w: bad header tags", ErrMalformedResponse)
+		}
+		pr, err := decodeProduceResponse(r.Src, version)
+		if err != nil {
+			return nil, fmt.Errorf("%w: key %d v%d: %w", ErrMalformedResponse, key, version, err)
+		}
+		return pr, nil
+	}
 	resp := kmsg.ResponseForKey(key)
 	if resp == nil {
 		return nil, fmt.Errorf("%w: unknown api key %d", ErrMalformedResponse, key)
 	}
 	resp.SetVersion(version)
-	r := kbin.Reader{Src: frame[4:]}
 	if responseHeaderFlexible(key, resp.IsFlexible()) && !skipTags(&r) {
 		return nil, fmt.Errorf("%w: bad header tags", ErrMalformedResponse)
 	}

@@ -32,11 +32,15 @@ const tagBatchesToRetain = 1
 // [ErrMalformedResponse]. A present value is returned as sent, including 0
 // and negatives: the caller applies the "<= 0 means 5" policy and decides
 // whether to log. It does not modify p and is safe to call concurrently on
-// the same p.
+// the same p. On a partition decoded by [ParseResponse] (or a [Conn]) whose
+// only unknown tag is the window it does not allocate.
 func BatchesToRetain(version int16, p *kmsg.ProduceResponseTopicPartition) (n int32, present bool, err error) {
 	n = DefaultBatchesToRetain
 	if version < 14 || p.UnknownTags.Len() == 0 {
 		return n, false, nil
+	}
+	if w, ok := sharedWindowValue(&p.UnknownTags); ok {
+		return w, true, nil
 	}
 	p.UnknownTags.Each(func(key uint32, val []byte) {
 		if key != tagBatchesToRetain {
