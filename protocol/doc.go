@@ -21,7 +21,9 @@
 //   - Produce v14 (KIP-1269): [BatchesToRetain] and [SetBatchesToRetain]
 //     wrap the ProducerStateBatchesToRetain tagged field (tag 1), which
 //     kmsg keeps in UnknownTags; [CurrentLeader] reads KIP-951's hint. No
-//     other package touches tag numbers.
+//     other package touches tag numbers. ProduceResponses are decoded by
+//     this package, to kmsg's types and values, without a map per
+//     partition for the window ([ParseResponse]).
 //   - Framing, both directions (client and the embedded broker):
 //     [ReadFrame], [AppendRequest], [ParseRequest], [AppendResponse],
 //     [ParseResponse].

@@ -30,8 +30,10 @@ var (
 	ErrIdempotenceUnsupported = errors.New("protocol: broker does not support idempotent produce (Produce v3+)")
 
 	// ErrMalformedResponse means a response could not be decoded: a bad
-	// header, a body kmsg rejects, or a tagged field of the wrong size
-	// ([BatchesToRetain]). On a [Conn] it kills the connection.
+	// header, a body that does not decode (kmsg's decoder, or ours for
+	// Produce, which rejects what kmsg rejects), or a tagged field of the
+	// wrong size ([BatchesToRetain]). On a [Conn] it kills the connection,
+	// except the last, which only [BatchesToRetain] reports.
 	ErrMalformedResponse = errors.New("protocol: malformed response")
 
 	// ErrMalformedRequest means a request frame could not be decoded by

@@ -227,6 +227,7 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		}
 	}
 	write("FuzzProduceResponse", produceResponseSeeds())
+	write("FuzzProduceResponseDecoder", produceDecoderSeeds())
 	write("FuzzParseRecordBatch", batchSeeds(t))
 	write("FuzzParseRequest", requestSeeds(t))
 }
