@@ -187,8 +187,9 @@ func ResponseCorrelationID(frame []byte) (int32, error) {
 // A ProduceResponse is decoded by this package rather than by kmsg, to the
 // same values, except that at v14 the partitions whose only unknown tag is
 // ProducerStateBatchesToRetain share one UnknownTags per window value
-// instead of a map each: they are read-only (read them with
-// [BatchesToRetain]; Set on one would change them all).
+// instead of a map each (for the first 32 distinct values the process
+// sees; later ones get a map per partition): they are read-only (read them
+// with [BatchesToRetain]; Set on one would change them all).
 func ParseResponse(frame []byte, req kmsg.Request, correlationID int32) (kmsg.Response, error) {
 	return parseResponseAt(frame, req.Key(), req.GetVersion(), correlationID)
 }
