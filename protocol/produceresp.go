@@ -38,7 +38,8 @@ const (
 
 // decodeProduceResponse decodes a ProduceResponse body at version (0 to
 // [MaxProduceVersion]) as kmsg's ReadFrom would, into a new response. All
-// partitions share one backing array when the topic counts allow it.
+// partitions share one backing array when the topics have similar
+// partition counts.
 // Strings are copied; tag values (unknown tags) alias src, as with kmsg.
 // The error is kbin.ErrNotEnoughData for any malformed body.
 func decodeProduceResponse(src []byte, version int16) (*kmsg.ProduceResponse, error) {
@@ -66,10 +67,10 @@ func (d *produceDecoder) arrayLen() int32 {
 	return d.b.ArrayLen()
 }
 
-// fits reports whether n elements of at least min bytes each can be in what
+// fits reports whether n elements of at least size bytes each can be in what
 // is left.
-func (d *produceDecoder) fits(n int32, min int64) bool {
-	return d.b.Ok() && int64(n)*min <= int64(len(d.b.Src))
+func (d *produceDecoder) fits(n int32, size int64) bool {
+	return d.b.Ok() && int64(n)*size <= int64(len(d.b.Src))
 }
 
 func (d *produceDecoder) string() string {
@@ -86,8 +87,8 @@ func (d *produceDecoder) nullableString() *string {
 	return d.b.NullableString()
 }
 
-// tags reads a tagged-field section whose tags are all unknown.
-func (d *produceDecoder) tags(b *kbin.Reader) kmsg.Tags {
+// readTags reads a tagged-field section whose tags are all unknown.
+func readTags(b *kbin.Reader) kmsg.Tags {
 	var t kmsg.Tags
 	for n := b.Uvarint(); n > 0 && b.Ok(); n-- {
 		key, size := b.Uvarint(), b.Uvarint()
@@ -156,7 +157,7 @@ func (d *produceDecoder) nodeEndpoints(r *kmsg.ProduceResponse, val []byte) erro
 		e.Host = d.string()
 		e.Port = b.Int32()
 		e.Rack = d.nullableString()
-		e.UnknownTags = d.tags(b)
+		e.UnknownTags = readTags(b)
 	}
 	return b.Complete()
 }
@@ -187,7 +188,7 @@ func (d *produceDecoder) topic(t *kmsg.ProduceResponseTopic, left int) error {
 		}
 	}
 	if d.flexible {
-		t.UnknownTags = d.tags(b)
+		t.UnknownTags = readTags(b)
 	}
 	return nil
 }
@@ -236,7 +237,7 @@ func (d *produceDecoder) partition(p *kmsg.ProduceResponseTopicPartition) error 
 			e.RelativeOffset = b.Int32()
 			e.ErrorMessage = d.nullableString()
 			if d.flexible {
-				e.UnknownTags = d.tags(b)
+				e.UnknownTags = readTags(b)
 			}
 		}
 		p.ErrorMessage = d.nullableString()
@@ -283,7 +284,7 @@ func (d *produceDecoder) currentLeader(l *kmsg.ProduceResponseTopicPartitionCurr
 	l.Default()
 	l.LeaderID = b.Int32()
 	l.LeaderEpoch = b.Int32()
-	l.UnknownTags = d.tags(&b)
+	l.UnknownTags = readTags(&b)
 	return b.Complete()
 }
 
