@@ -373,11 +373,19 @@ func (s *sender) takeSealedLocked(ps *partitionState) {
 }
 
 // popQueue removes and returns the oldest batch of ps.queue. Called on the
-// sender goroutine.
+// sender goroutine. Taking the last batch keeps the queue at the start of
+// its array: slicing past it would leave no room, and the next
+// takeSealedLocked would allocate a new array for every batch of a
+// partition that sends one at a time (most of the allocations with many
+// partitions).
 func (s *sender) popQueue(ps *partitionState) *batch {
 	b := ps.queue[0]
 	ps.queue[0] = nil
-	ps.queue = ps.queue[1:]
+	if len(ps.queue) == 1 && !s.cfg.regress.queueSlides {
+		ps.queue = ps.queue[:0]
+	} else {
+		ps.queue = ps.queue[1:]
+	}
 	ps.queuedPub.Store(int32(len(ps.queue)))
 	return b
 }

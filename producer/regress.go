@@ -32,4 +32,5 @@ type regressions struct {
 	pollIdleTopics   bool // issue 20: topics are asked for in metadata however long idle
 	noCloseCheck     bool // issue 20: a connection the broker closed is noticed only when a send fails
 	keepHeldMark     bool // a new open batch inherits the held-linger mark of a withdrawn one (07d9567)
+	queueSlides      bool // popQueue slices past the last batch (an allocation per batch, issue 19)
 }
