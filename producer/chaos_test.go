@@ -42,6 +42,7 @@ const (
 	chaosRecordSize = 100
 	chaosSpan       = 3 * time.Second // faults and produce bursts happen in [0, span)
 	chaosReqTimeout = time.Second
+	chaosRTT        = 5 * time.Millisecond
 	chaosDelivery   = 6 * time.Second
 	chaosExpiry     = chaosDelivery + 2*chaosReqTimeout // producer.id.expiration.ms of the model
 )
@@ -67,7 +68,11 @@ type chaosSchedule struct {
 	// batchSize is batch.size: mostly 512 B (many batches, windows full),
 	// sometimes 4 KiB, so batch buffers grow by doubling (issue 20).
 	batchSize int
-	steps     []chaosStep
+	// coalesce is longhaul.coalesce.requests: mostly the default (5), in
+	// one schedule in two 1 or 2, so lingered batches are held (issue 19)
+	// whenever a slowed node's responses take over twice its fastest.
+	coalesce int
+	steps    []chaosStep
 	// lostTime is the most time the faults can cost one partition in
 	// request timeouts: each dropped response costs a request timeout,
 	// each stall its length. Beyond delivery.timeout.ms a record may
@@ -79,7 +84,7 @@ type chaosSchedule struct {
 
 func (s *chaosSchedule) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d: %d producer(s), window %d, old node %d, kafka-2.4 node %d, SASL session %v, batch.size %d\n", s.seed, s.producers, s.window, s.old, s.kafka24, s.session, s.batchSize)
+	fmt.Fprintf(&b, "seed %d: %d producer(s), window %d, old node %d, kafka-2.4 node %d, SASL session %v, batch.size %d, coalesce %d\n", s.seed, s.producers, s.window, s.old, s.kafka24, s.session, s.batchSize, s.coalesce)
 	for _, st := range s.steps {
 		fmt.Fprintf(&b, "  %7v %s\n", st.at, st.what)
 	}
@@ -229,6 +234,31 @@ func drawSchedule(seed uint64) *chaosSchedule {
 	if sess.IntN(3) == 0 {
 		s.batchSize = 4096
 	}
+	// Request coalescing (issue 19) and slow nodes to set it off, from
+	// their own stream: a node answers in 20-100 ms instead of 5 for up to
+	// 800 ms, as a broker queueing requests does.
+	coal := rand.New(rand.NewPCG(seed, 0x1919))
+	s.coalesce = 5
+	if coal.IntN(2) == 0 {
+		s.coalesce = 1 + coal.IntN(2)
+	}
+	for range coal.IntN(3) {
+		t, nd := time.Duration(coal.Int64N(int64(chaosSpan))), coal.Int32N(chaosNodes)
+		rtt := 20*time.Millisecond + time.Duration(coal.Int64N(int64(80*time.Millisecond)))
+		d := time.Duration(coal.Int64N(int64(800 * time.Millisecond)))
+		s.lostTime += d
+		add(t, fmt.Sprintf("node %d answers in %v for %v", nd, rtt, d), func(c *broker.Cluster, _ *chaosRun) { c.SetRTT(nd, rtt) })
+		add(t+d, fmt.Sprintf("node %d answers in %v again", nd, chaosRTT), func(c *broker.Cluster, _ *chaosRun) { c.SetRTT(nd, chaosRTT) })
+		// A trickle of records to the partition the node led at first,
+		// each its own lingered batch: what coalescing holds.
+		pi, n, gap := coal.IntN(s.producers), 10+coal.IntN(50), time.Duration(1+coal.IntN(5))*time.Millisecond
+		add(t+d/2, fmt.Sprintf("producer %d: %d records to partition %d, one each %v", pi, n, nd, gap), func(_ *broker.Cluster, r *chaosRun) {
+			for range n {
+				r.ledgers[pi].produce(r.producers[pi], nd, 1, chaosRecordSize)
+				time.Sleep(gap)
+			}
+		})
+	}
 	sort.SliceStable(s.steps, func(i, j int) bool { return s.steps[i].at < s.steps[j].at })
 	return s
 }
@@ -274,7 +304,7 @@ func drawAnswers(rng *rand.Rand) ([]broker.Answer, string) {
 // runSchedule runs s inside the current synctest bubble and returns every
 // violation found.
 func runSchedule(t *testing.T, s *chaosSchedule) []string {
-	cfg := broker.Config{Nodes: chaosNodes, RTT: 5 * time.Millisecond,
+	cfg := broker.Config{Nodes: chaosNodes, RTT: chaosRTT,
 		Topics: []broker.TopicConfig{{Name: chaosTopic, Partitions: chaosParts, Window: s.window}}}
 	if s.old >= 0 {
 		cfg.OldNodes = []int32{s.old}
@@ -298,6 +328,7 @@ func runSchedule(t *testing.T, s *chaosSchedule) []string {
 			RetryBackoff(5*time.Millisecond), RetryBackoffMax(50*time.Millisecond),
 			RequestTimeout(chaosReqTimeout), DeliveryTimeout(chaosDelivery),
 			MaxInFlightRequestsPerConnection(20), BatchSize(s.batchSize), BufferMemory(1<<20),
+			Property("longhaul.coalesce.requests", strconv.Itoa(s.coalesce)),
 			optFunc(func(c *config) error { c.regress = s.regress; return nil }),
 			Logger(chaosLogger(i)))...)
 		require.NoError(t, err)

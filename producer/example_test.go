@@ -196,6 +196,7 @@ var propertyOnly = map[string]string{
 	"partitioner.adaptive.partitioning.enable": "`Property`",
 	"partitioner.class":                        "`Property`, or `RecordPartitioner`",
 	"compression.gzip.level":                   "`Property`",
+	"longhaul.coalesce.requests":               "`Property`",
 	"compression.lz4.level":                    "`Property`",
 	"compression.zstd.level":                   "`Property`",
 	"partitioner":                              "`Property`, or `RecordPartitioner`",

@@ -33,4 +33,5 @@ type regressions struct {
 	noCloseCheck     bool // issue 20: a connection the broker closed is noticed only when a send fails
 	keepHeldMark     bool // a new open batch inherits the held-linger mark of a withdrawn one (07d9567)
 	queueSlides      bool // popQueue slices past the last batch (an allocation per batch, issue 19)
+	holdAnyRT        bool // issue 19: lingered batches held whatever the response times (a long link too)
 }

@@ -40,6 +40,13 @@ func (s *sender) handleProduce(sr *sentRequest) {
 		}
 		return
 	}
+	if n := sr.node; sr.conn == n.conn {
+		rt := now.Sub(sr.sentAt)
+		n.rtLast = rt
+		if n.rtMin == 0 || rt < n.rtMin {
+			n.rtMin = max(rt, time.Nanosecond)
+		}
+	}
 	pr, _ := resp.(*kmsg.ProduceResponse)
 	s.cfg.hooks.throttled(sr.node.id, pr)
 	cur := respCursor{pr: pr, version: sr.version}

@@ -49,6 +49,7 @@ type sender struct {
 	visit       []*partitionState // scratch: ready as taken by a pass
 	backoffWait []*partitionState // partitions with a batch waiting for their backoff to end
 	rescan      bool              // visit every active partition in the next pass
+	holding     bool              // some node holds lingered batches (holdLingered)
 	seenBump    bool              // needBump as of the last pass
 	seenID      int64             // idPub as of the last pass
 	events      []func()
@@ -65,6 +66,8 @@ type sender struct {
 	stats  senderStats
 	loops  atomic.Int64 // iterations of run's loop, for tests (issue 20)
 	visits atomic.Int64 // partitions sendReady visited, for tests (issue 20)
+	reqs   atomic.Int64 // produce requests sent (Stats.ProduceRequests)
+	holds  atomic.Int64 // lingered batches held by holdLingered, for tests (issue 19)
 }
 
 type senderStats struct {
@@ -82,6 +85,9 @@ type nodeState struct {
 	backoffUntil time.Time
 	failures     int
 	lastErr      error             // why the last connection failed, for timeouts
+	rtMin        time.Duration     // fastest response on conn (0: none yet)
+	rtLast       time.Duration     // the latest response's time on conn
+	hold         bool              // lingered batches of partitions it leads wait (holdLingered)
 	connected    atomic.Bool       // for Stats
 	cand         []*partitionState // scratch: partitions with a batch for this node
 	blocked      []*partitionState // partitions waiting for a connection or a request slot
@@ -93,6 +99,7 @@ type sentRequest struct {
 	node    *nodeState
 	conn    *protocol.Conn
 	version int16
+	sentAt  time.Time
 	ir      inflight.Request
 	batches []*batch
 
@@ -247,6 +254,7 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 	clear(s.backoffWait[len(keepB):])
 	s.backoffWait = keepB
 
+	s.holdLingered()
 	p.mu.Lock()
 	flushAll := p.closed // Flush seals what it waits for itself (flush.go)
 	s.active = s.active[:0]
@@ -262,6 +270,10 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 			case ps.lingerHeld && !ps.inReady && !s.rescan:
 				// Found unable to send before, and nothing that could
 				// change that has happened to it since.
+			case s.holding && s.heldByNode(ps):
+				// Its leader queues our requests: the batch keeps filling
+				// until a response frees a slot (unblock marks it ready).
+				ps.lingerHeld = true
 			case s.canSendNow(ps) && s.room(ps) > len(ps.queue)+len(ps.sealed):
 				// Every sealed batch goes out in this pass with room to
 				// spare: the lingered tail goes with them, rather than
@@ -453,6 +465,7 @@ func (s *sender) sendToNode(n *nodeState, now time.Time) {
 			sr.batches = append(sr.batches, b)
 		}
 		s.issue(sr)
+		s.reqs.Add(1)
 		s.cfg.hooks.requestSent(s, sr)
 		// The next request: admitted partitions that still have a batch
 		// and room, then those the size cut left out. One not admitted
@@ -686,6 +699,7 @@ func (s *sender) issue(sr *sentRequest) {
 	req.Topics = topics
 	// A request timeout closes the connection (connFailed), so the
 	// broker's own timeout gets the same budget.
+	sr.sentAt = time.Now()
 	sr.conn.Send(req, s.cfg.requestTimeout, sr.onDone)
 	// Drop the request's references; the connection holds the batch bytes
 	// until sr.onDone runs.
@@ -694,4 +708,41 @@ func (s *sender) issue(sr *sentRequest) {
 			topics[i].Partitions[j].Records = nil
 		}
 	}
+}
+
+// holdLingered decides, once per pass, which nodes hold lingered batches
+// back (nodeState.hold): coalescing is on, the node has at least
+// longhaul.coalesce.requests requests in flight, and it queues them: its
+// latest response took more than twice the fastest one on the connection.
+//
+// Kafka serves one request per connection at a time, in order. While a
+// node queues, a lingered batch sent now would wait behind the requests
+// ahead of it anyway; held until a response frees a slot, it keeps filling,
+// and the request that then goes carries every held partition's batch:
+// fewer, fuller batches, which is most of what a broker spends per record
+// at many partitions. The response-time test keeps pipelining over a long
+// link untouched: there a response takes about the round trip, not twice
+// the fastest, and nothing is held.
+func (s *sender) holdLingered() {
+	s.holding = false
+	for _, n := range s.nodes {
+		n.hold = s.cfg.coalesce > 0 && n.conn != nil && (n.rtLast > 2*n.rtMin || s.cfg.regress.holdAnyRT) &&
+			s.p.limiter.NodeInFlight(n.admission) >= s.cfg.coalesce
+		s.holding = s.holding || n.hold
+	}
+}
+
+// heldByNode reports whether ps's leader holds lingered batches, and if so
+// parks ps on it: the node's next response marks ps ready again.
+func (s *sender) heldByNode(ps *partitionState) bool {
+	if ps.leader < 0 {
+		return false
+	}
+	n := s.nodes[ps.leader]
+	if n == nil || !n.hold {
+		return false
+	}
+	s.blockOn(n, ps)
+	s.holds.Add(1)
+	return true
 }

@@ -37,8 +37,11 @@ type Stats struct {
 	RecordsFailed  int64 // records failed after they were accepted
 	BatchesSent    int64
 	BatchesRetried int64
-	Partitions     []PartitionStats // sorted by topic, then partition
-	Nodes          []NodeStats      // sorted by id
+	// ProduceRequests counts the produce requests sent; BatchesSent per
+	// request is how many partitions' batches each carried on average.
+	ProduceRequests int64
+	Partitions      []PartitionStats // sorted by topic, then partition
+	Nodes           []NodeStats      // sorted by id
 }
 
 // Stats returns a snapshot of windows, in-flight counts and totals. It is
@@ -46,12 +49,13 @@ type Stats struct {
 func (p *Producer) Stats() Stats {
 	s := p.s
 	st := Stats{
-		ProducerID:     -1,
-		EpochBumps:     s.bumps.Load(),
-		RecordsSent:    s.stats.recordsSent.Load(),
-		RecordsFailed:  s.stats.recordsFailed.Load(),
-		BatchesSent:    s.stats.batchesSent.Load(),
-		BatchesRetried: s.stats.batchesRetried.Load(),
+		ProducerID:      -1,
+		EpochBumps:      s.bumps.Load(),
+		RecordsSent:     s.stats.recordsSent.Load(),
+		RecordsFailed:   s.stats.recordsFailed.Load(),
+		BatchesSent:     s.stats.batchesSent.Load(),
+		BatchesRetried:  s.stats.batchesRetried.Load(),
+		ProduceRequests: s.reqs.Load(),
 	}
 	if id := s.idPub.Load(); id >= 0 {
 		st.ProducerID, st.ProducerEpoch = id>>16, int16(uint16(id))

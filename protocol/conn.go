@@ -64,6 +64,9 @@ type Conn struct {
 	// after Dial.
 	sessionEnd time.Time
 	renewAt    time.Time
+	// handshakeRTT is how long the ApiVersions exchange that opened the
+	// connection took. Read-only after Dial.
+	handshakeRTT time.Duration
 
 	nextID atomic.Int32
 	wake   chan struct{} // cap 1: queue became non-empty
@@ -120,6 +123,11 @@ type pending struct {
 
 // Addr returns the address the connection was dialed to.
 func (c *Conn) Addr() string { return c.addr }
+
+// HandshakeRTT returns how long the ApiVersions exchange that opened the
+// connection took: the round trip to the broker with the least work a
+// request can give it, before any request of ours could queue there.
+func (c *Conn) HandshakeRTT() time.Duration { return c.handshakeRTT }
 
 // Version returns the version [Conn.Send] uses for key: the highest both
 // the broker and this package support (Produce up to [MaxProduceVersion]),

@@ -137,7 +137,9 @@ func (c *Conn) negotiate(caps map[int16]int16) error {
 	req.ClientSoftwareVersion = clientSoftwareVersion()
 	var resp *kmsg.ApiVersionsResponse
 	for attempt := 0; ; attempt++ {
+		start := time.Now()
 		r, frame, err := c.roundTrip(req)
+		c.handshakeRTT = time.Since(start)
 		// A broker that does not know our version answers with a v0 body
 		// whose error code is UNSUPPORTED_VERSION (both layouts start with
 		// the error code), which may not decode at our version.

@@ -19,6 +19,7 @@ type clientKind struct {
 	java   bool // Kafka's ProducerPerformance in a child JVM (--target kafka*)
 	window int  // topic window the broker announces (producer.state.batches.to.retain)
 	cap5   bool // longhaul with MaxWindow(5): what clients without KIP-1269 do
+	noCoal bool // longhaul with longhaul.coalesce.requests=0: a lingered batch goes as soon as its partition may send
 }
 
 // allClients are the clients of the matrix, in print order.
@@ -27,6 +28,8 @@ var allClients = []clientKind{
 	{name: "lh-w20", window: 20},
 	{name: "lh-w50", window: 50},
 	{name: "lh-cap5", window: 50, cap5: true},
+	{name: "lh-w5-nc", window: 5, noCoal: true},
+	{name: "lh-w50-nc", window: 50, noCoal: true},
 	{name: "kgo", window: 50, kgo: true},
 	{name: "java", window: 50, java: true},
 }
@@ -140,7 +143,37 @@ type produceLoop interface {
 	// dropFree empties the record free list, so a heap reading counts
 	// the client, not the bench's spare records.
 	dropFree()
+	// shape counts what was sent so far (--shape).
+	shape() reqShape
 	close()
+}
+
+// reqShape counts produce requests, the batches they carried and the
+// records acknowledged: how full requests and batches were.
+type reqShape struct{ requests, batches, records int64 }
+
+func (l *longhaulLoop) shape() reqShape {
+	st := l.p.Stats()
+	return reqShape{st.ProduceRequests, st.BatchesSent, st.RecordsSent}
+}
+
+func (k *kgoLoop) shape() reqShape {
+	return reqShape{k.hooks.requests.Load(), k.hooks.batches.Load(), k.hooks.records.Load()}
+}
+
+// kgoShapeHooks counts kgo's produce requests (OnBrokerWrite of key 0) and
+// the batches written in them.
+type kgoShapeHooks struct{ requests, batches, records atomic.Int64 }
+
+func (h *kgoShapeHooks) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == 0 && err == nil {
+		h.requests.Add(1)
+	}
+}
+
+func (h *kgoShapeHooks) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.ProduceBatchMetrics) {
+	h.batches.Add(1)
+	h.records.Add(int64(m.NumRecords))
 }
 
 func drain[T any](c chan T) {
@@ -173,6 +206,9 @@ func newLonghaul(cfg clientConfig, k clientKind) (*longhaulLoop, error) {
 	}
 	if k.cap5 {
 		opts = append(opts, producer.MaxWindow(5))
+	}
+	if k.noCoal {
+		opts = append(opts, producer.Property("longhaul.coalesce.requests", "0"))
 	}
 	p, err := producer.New(opts...)
 	if err != nil {
@@ -232,6 +268,7 @@ func (l *longhaulLoop) close() {
 type kgoLoop struct {
 	cl     *kgo.Client
 	cfg    clientConfig
+	hooks  *kgoShapeHooks
 	rate   float64
 	keyed  bool
 	topics []string
@@ -240,6 +277,7 @@ type kgoLoop struct {
 }
 
 func newKgo(cfg clientConfig) (*kgoLoop, error) {
+	hooks := new(kgoShapeHooks)
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(cfg.addr),
 		kgo.DefaultProduceTopic(cfg.topics[0]),
@@ -258,11 +296,12 @@ func newKgo(cfg clientConfig) (*kgoLoop, error) {
 		// records without a key.
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 		kgo.DisableClientMetrics(),
+		kgo.WithHooks(hooks),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("kgo: %w", err)
 	}
-	return &kgoLoop{cl: cl, cfg: cfg, rate: cfg.rate, keyed: cfg.keyed, topics: cfg.topics, value: make([]byte, cfg.recordSize), free: make(chan *kgo.Record, freeListCap(cfg))}, nil
+	return &kgoLoop{cl: cl, cfg: cfg, hooks: hooks, rate: cfg.rate, keyed: cfg.keyed, topics: cfg.topics, value: make([]byte, cfg.recordSize), free: make(chan *kgo.Record, freeListCap(cfg))}, nil
 }
 
 func (k *kgoLoop) run(ctx context.Context, st *caseState) {

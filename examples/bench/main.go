@@ -97,11 +97,31 @@ type options struct {
 	ownValues bool
 	// heap measures the live heap of each case (--heap).
 	heap       bool
+	shape      bool // --shape: print the request-shape table
 	cpuProfile string
 	memProfile string
 	// memProfileRate is runtime.MemProfileRate when set; 1 records every
 	// allocation, which the default sampling misses for small objects.
 	memProfileRate int
+}
+
+// printShape prints how full each case's requests and batches were.
+func printShape(w io.Writer, rs []result) {
+	fmt.Fprint(w, "\nRequest shape (measured window):\n\n")
+	fmt.Fprintln(w, "| RTT | parts | batch | client | requests/s | batches/request | records/batch |")
+	fmt.Fprintln(w, "|---:|---:|---:|---|---:|---:|---:|")
+	for _, r := range rs {
+		sh := r.shape
+		if sh.requests <= 0 || sh.batches <= 0 {
+			continue
+		}
+		name := r.client.name
+		if r.round > 0 {
+			name += fmt.Sprintf(" #%d", r.round)
+		}
+		fmt.Fprintf(w, "| %v | %d | %s | %s | %.0f | %.1f | %.1f |\n", r.rtt, r.partitions, fmtBytes(r.batch), name,
+			float64(sh.requests)/r.seconds, float64(sh.batches)/float64(sh.requests), float64(sh.records)/float64(sh.batches))
+	}
 }
 
 // result is one measured case.
@@ -130,8 +150,9 @@ type result struct {
 	// idleCPU is the client's CPU seconds per second while idle (--heap),
 	// measured over idleWindow once everything is acknowledged.
 	idleCPU   float64
-	boundMBps float64 // +Inf when nothing but CPU bounds it
-	window    int     // batches in flight per partition the bound assumes
+	boundMBps float64  // +Inf when nothing but CPU bounds it
+	shape     reqShape // sent while measured (--shape)
+	window    int      // batches in flight per partition the bound assumes
 }
 
 // run parses args, runs the cases and prints the table. It returns the
@@ -245,6 +266,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		printMemory(stdout, o, results)
 	}
 	printLatency(stdout, o, results)
+	if o.shape {
+		printShape(stdout, results)
+	}
 	if o.memProfile != "" {
 		if f, err := os.Create(o.memProfile); err == nil {
 			_ = pprof.Lookup("allocs").WriteTo(f, 0)
@@ -308,9 +332,10 @@ func runCase(ctx context.Context, tg target, o options, rtt time.Duration, parts
 		loop.run(pctx, st)
 	}()
 	sleep(ctx, o.warmupFor(rtt))
-	start := sample(b.pid, st)
+	start, shape0 := sample(b.pid, st), loop.shape()
 	sleep(ctx, o.duration)
-	end := sample(b.pid, st)
+	end, shape1 := sample(b.pid, st), loop.shape()
+	res.shape = reqShape{shape1.requests - shape0.requests, shape1.batches - shape0.batches, shape1.records - shape0.records}
 	if o.heap {
 		loop.dropFree()
 		res.heapActive = liveHeap(base)
@@ -522,7 +547,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	rtts := fs.String("rtt", "0,10ms,50ms,150ms", "comma-separated emulated round trips")
 	parts := fs.String("partitions", "1,16", "comma-separated partition counts")
 	batches := fs.String("batch", "16384,262144", "comma-separated batch.size values in bytes")
-	clients := fs.String("clients", "lh-w5,lh-w20,lh-w50,lh-cap5,kgo", "comma-separated clients: lh-w5, lh-w20, lh-w50 (longhaul, topic window 5/20/50), lh-cap5 (longhaul with MaxWindow(5)), kgo, java (Kafka's ProducerPerformance; --target kafka* only, and added to the default there)")
+	clients := fs.String("clients", "lh-w5,lh-w20,lh-w50,lh-cap5,kgo", "comma-separated clients: lh-w5, lh-w20, lh-w50 (longhaul, topic window 5/20/50), lh-cap5 (longhaul with MaxWindow(5)), lh-w5-nc and lh-w50-nc (lh-w5, lh-w50 without request coalescing: longhaul.coalesce.requests=0), kgo, java (Kafka's ProducerPerformance; --target kafka* only, and added to the default there)")
 	fs.StringVar(&o.target, "target", "embedded", "where cases run: embedded (longhaul's embedded broker, the quick variant), kafka (Apache Kafka from internal/kafkatest with the KIP-1269 agent) or kafka-stock (without the agent)")
 	kafkaConfig := fs.String("kafka-config", "", "with -target kafka*: broker properties for the Kafka node, `k=v,...` (e.g. log.index.size.max.bytes=262144)")
 	fs.DurationVar(&o.primeKafka, "prime", 10*time.Second, "with -target kafka*: how long a throwaway kgo case (RTT 0, 16 partitions) warms the fresh broker JVM before the measured cases (0 = none)")
@@ -532,6 +557,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.topics, "topics", 1, "spread each case's partitions over this many topics (as evenly as they go); records go to the topics in turn")
 	fs.BoolVar(&o.keyed, "keyed", false, "give every record an 8-byte key (a counter): records spread over every partition by hash (default: keyless, sticky)")
 	fs.BoolVar(&o.ownValues, "own-values", false, "give every record its own value buffer (recycled with the record) and write a counter into its first 8 bytes before each produce, as an application serializing each value would; default: every record carries the same value slice, which stays in the CPU cache and spares a client that copies values late (kgo, at request time) the cache misses of reading them")
+	fs.BoolVar(&o.shape, "shape", false, "print a request-shape table: produce requests/s, batches per request, records per batch of each case (Go clients)")
 	fs.BoolVar(&o.heap, "heap", false, "measure each case's live heap (after a GC) while producing and once idle, and print a memory table")
 	fs.DurationVar(&o.duration, "duration", 4*time.Second, "measured time per case, after the warm-up")
 	fs.DurationVar(&o.warmup, "warmup", 0, "warm-up per case before measuring (0 = max(1s, 6 x RTT))")

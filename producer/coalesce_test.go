@@ -1,0 +1,165 @@
+package producer
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-kafka/longhaul/internal/broker"
+)
+
+// queueShape is what a producer sent while its broker was slow.
+type queueShape struct {
+	requests, batches, records, holds int64
+	maxInFlight                       int // requests in flight to the node, sampled every millisecond
+}
+
+// shapeWhileSlow warms a producer up on 50 partitions over a 10 ms round
+// trip, then makes the broker answer in 100 ms (as a busy broker queueing
+// our requests does: ten times the fastest response) and produces one
+// record to every partition each 2 ms. It returns what was sent from 0.5 s
+// to 2.5 s after the change.
+func shapeWhileSlow(t *testing.T, coalesce int) queueShape {
+	const parts = 50
+	var shape queueShape
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{RTT: 10 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: parts, Window: 50}}})
+		p := memProducer(t, c, n, Linger(5*time.Millisecond), BatchSize(16384),
+			MaxInFlightRequestsPerConnection(64), RequestTimeout(30*time.Second), DeliveryTimeout(time.Minute),
+			Property("longhaul.coalesce.requests", strconv.Itoa(coalesce)))
+		l := newLedger("a", "t")
+		for part := range int32(parts) {
+			l.produce(p, part, 1, 30)
+		}
+		require.True(t, l.waitAll(time.Minute), "warm-up")
+		c.SetRTT(0, 100*time.Millisecond)
+		var acked atomic.Int64
+		cb := func(_ *Record, err error) {
+			if err == nil {
+				acked.Add(1)
+			}
+		}
+		produce := func(d time.Duration) {
+			for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+				for part := range int32(parts) {
+					r := &Record{Topic: "t", Value: []byte("thirty bytes of value, roughly")}
+					r.SetPartition(part)
+					p.Produce(context.Background(), r, cb)
+				}
+			}
+		}
+		produce(500 * time.Millisecond)
+		r0, b0, a0, h0 := p.Stats().ProduceRequests, p.s.stats.batchesSent.Load(), acked.Load(), p.s.holds.Load()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			produce(2 * time.Second)
+		}()
+		for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+			shape.maxInFlight = max(shape.maxInFlight, p.Stats().Nodes[0].RequestsInFlight)
+		}
+		<-done
+		shape.requests, shape.batches = p.Stats().ProduceRequests-r0, p.s.stats.batchesSent.Load()-b0
+		shape.records, shape.holds = acked.Load()-a0, p.s.holds.Load()-h0
+		require.NoError(t, p.Flush(context.Background()))
+	})
+	t.Logf("coalesce %d: %d requests, %d batches, %d records acked, %d holds, at most %d requests in flight; %.1f records/batch",
+		coalesce, shape.requests, shape.batches, shape.records, shape.holds, shape.maxInFlight,
+		float64(shape.records)/float64(max(shape.batches, 1)))
+	return shape
+}
+
+// TestCoalesceWhileBrokerQueues: while the broker's responses take over
+// twice the connection's fastest, lingered batches wait while
+// longhaul.coalesce.requests (5) requests are in flight, and the next
+// request carries them all: at most 5 requests in flight, fewer and fuller
+// batches (issue 19: at 1,000 partitions on Kafka longhaul sent a few
+// records per batch as soon as each partition could, and Kafka spent 2.2x
+// kgo's CPU per byte). Counts over a fixed span of virtual time; the
+// negative control turns coalescing off (0: never).
+func TestCoalesceWhileBrokerQueues(t *testing.T) {
+	s := shapeWhileSlow(t, 5)
+	require.Positive(t, s.holds, "lingered batches were held")
+	require.LessOrEqual(t, s.maxInFlight, 5, "requests in flight")
+	require.LessOrEqual(t, s.requests, int64(120), "produce requests in 2 s: 5 per 100 ms round trip")
+	require.GreaterOrEqual(t, float64(s.records)/float64(s.batches), 8.0, "records per batch")
+}
+
+func TestCoalesceWhileBrokerQueuesNegativeControl(t *testing.T) {
+	s := shapeWhileSlow(t, 0)
+	require.Zero(t, s.holds)
+	require.Greater(t, s.maxInFlight, 10, "requests in flight")
+	require.Greater(t, s.requests, int64(300), "produce requests in 2 s: one per linger")
+	require.Less(t, float64(s.records)/float64(s.batches), 4.0, "records per batch")
+}
+
+// latencyOverLongLink produces one record each millisecond for 2 s to one
+// partition with window 50 over a steady 200 ms round trip, and returns the
+// longest time from Produce to acknowledgement and the lingered batches
+// held.
+func latencyOverLongLink(t *testing.T, anyRT bool) (worst time.Duration, holds int64) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{RTT: 200 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 50}}})
+		p := memProducer(t, c, n, Linger(5*time.Millisecond), BatchSize(16384),
+			MaxInFlightRequestsPerConnection(64), RequestTimeout(30*time.Second), DeliveryTimeout(time.Minute),
+			optFunc(func(c *config) error { c.regress.holdAnyRT = anyRT; return nil }))
+		require.NoError(t, p.ProduceSync(context.Background(), &Record{Topic: "t", Value: []byte("warm-up")}).FirstErr())
+		var mu sync.Mutex
+		for range 2000 {
+			start := time.Now()
+			p.Produce(context.Background(), &Record{Topic: "t", Value: []byte("v")}, func(_ *Record, err error) {
+				assert.NoError(t, err)
+				mu.Lock()
+				worst = max(worst, time.Since(start))
+				mu.Unlock()
+			})
+			time.Sleep(time.Millisecond)
+		}
+		require.NoError(t, p.Flush(context.Background()))
+		holds = p.s.holds.Load()
+	})
+	t.Logf("hold whatever the response times: %v; worst latency %v, %d lingered batches held", anyRT, worst, holds)
+	return worst, holds
+}
+
+// TestCoalesceLeavesLongLinkAlone: over a long link whose responses take
+// the round trip, not twice the fastest, nothing is held: with 40 requests
+// in flight (window 50) every record is acknowledged within linger.ms plus
+// one round trip, as without coalescing (KIP-1269's pipelining is not
+// throttled). The negative control holds whatever the response times:
+// batches then wait for responses.
+func TestCoalesceLeavesLongLinkAlone(t *testing.T) {
+	worst, holds := latencyOverLongLink(t, false)
+	require.Zero(t, holds)
+	require.LessOrEqual(t, worst, 207*time.Millisecond, "linger.ms + round trip (+ timer rounding)")
+}
+
+func TestCoalesceLeavesLongLinkAloneNegativeControl(t *testing.T) {
+	worst, holds := latencyOverLongLink(t, true)
+	require.Positive(t, holds)
+	require.Greater(t, worst, 300*time.Millisecond, "batches held for responses")
+}
+
+// TestStatsProduceRequests: ProduceRequests counts produce requests sent;
+// three records produced one after another, each waiting for its answer,
+// take three requests of one batch each.
+func TestStatsProduceRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{RTT: 10 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
+		p := memProducer(t, c, n)
+		require.Zero(t, p.Stats().ProduceRequests)
+		for range 3 {
+			require.NoError(t, p.ProduceSync(context.Background(), &Record{Topic: "t", Value: []byte("v")}).FirstErr())
+		}
+		st := p.Stats()
+		require.Equal(t, int64(3), st.ProduceRequests)
+		require.Equal(t, int64(3), st.BatchesSent)
+	})
+}
