@@ -163,3 +163,22 @@ func TestStatsProduceRequests(t *testing.T) {
 		require.Equal(t, int64(3), st.BatchesSent)
 	})
 }
+
+// TestCoalesceHoldIsBounded: a held batch waits at most the node's latest
+// response time past its linger. Chaos seed 659 (holding after one request
+// in flight, a slowed node, partitions moving) held a lingered batch for a
+// response that never freed the node's count, until delivery.timeout.ms; the
+// negative control brings back the unbounded hold and must find it.
+func TestCoalesceHoldIsBounded(t *testing.T) {
+	for _, unbounded := range []bool{false, true} {
+		s := drawSchedule(659)
+		s.regress.holdUnbounded = unbounded
+		var v []string
+		synctest.Test(t, func(t *testing.T) { v = runSchedule(t, s) })
+		if unbounded {
+			require.NotEmpty(t, v, "the unbounded hold starves a record (negative control)")
+		} else {
+			require.Empty(t, v)
+		}
+	}
+}

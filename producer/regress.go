@@ -34,4 +34,5 @@ type regressions struct {
 	keepHeldMark     bool // a new open batch inherits the held-linger mark of a withdrawn one (07d9567)
 	queueSlides      bool // popQueue slices past the last batch (an allocation per batch, issue 19)
 	holdAnyRT        bool // issue 19: lingered batches held whatever the response times (a long link too)
+	holdUnbounded    bool // issue 19: a held batch waits for a response however long
 }

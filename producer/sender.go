@@ -270,10 +270,13 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 			case ps.lingerHeld && !ps.inReady && !s.rescan:
 				// Found unable to send before, and nothing that could
 				// change that has happened to it since.
-			case s.holding && s.heldByNode(ps):
+			case s.holding && s.heldByNode(ps, deadline, now, &next):
 				// Its leader queues our requests: the batch keeps filling
-				// until a response frees a slot (unblock marks it ready).
-				ps.lingerHeld = true
+				// until a response frees a slot, for at most the latest
+				// response's time past its linger.
+				// Looked at in every pass while held (the negative control
+				// parks it until the node's next response instead).
+				ps.lingerHeld = s.cfg.regress.holdUnbounded
 			case s.canSendNow(ps) && s.room(ps) > len(ps.queue)+len(ps.sealed):
 				// Every sealed batch goes out in this pass with room to
 				// spare: the lingered tail goes with them, rather than
@@ -732,9 +735,13 @@ func (s *sender) holdLingered() {
 	}
 }
 
-// heldByNode reports whether ps's leader holds lingered batches, and if so
-// parks ps on it: the node's next response marks ps ready again.
-func (s *sender) heldByNode(ps *partitionState) bool {
+// heldByNode reports whether ps's lingered batch waits for its leader
+// (nodeState.hold). It waits at most the node's latest response time past
+// its linger deadline, and next is moved to that time: a hold is meant to
+// last until one response frees a slot, and one that takes longer (a
+// stalled connection, or requests that never leave the node's count) must
+// not hold the batch until delivery.timeout.ms.
+func (s *sender) heldByNode(ps *partitionState, deadline, now time.Time, next *time.Time) bool {
 	if ps.leader < 0 {
 		return false
 	}
@@ -742,7 +749,16 @@ func (s *sender) heldByNode(ps *partitionState) bool {
 	if n == nil || !n.hold {
 		return false
 	}
-	s.blockOn(n, ps)
+	if s.cfg.regress.holdUnbounded {
+		s.blockOn(n, ps) // the first version: parked until n answers
+		s.holds.Add(1)
+		return true
+	}
+	until := deadline.Add(n.rtLast)
+	if !now.Before(until) {
+		return false
+	}
+	*next = earliest(*next, until)
 	s.holds.Add(1)
 	return true
 }
