@@ -67,7 +67,7 @@ type sender struct {
 	loops  atomic.Int64 // iterations of run's loop, for tests (issue 20)
 	visits atomic.Int64 // partitions sendReady visited, for tests (issue 20)
 	reqs   atomic.Int64 // produce requests sent (Stats.ProduceRequests)
-	holds  atomic.Int64 // lingered batches held by holdLingered, for tests (issue 19)
+	holds  atomic.Int64 // passes in which a lingered batch was held (heldByNode), for tests (issue 19)
 }
 
 type senderStats struct {
