@@ -273,14 +273,25 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) e
 	default:
 		idx, sticky = t.sticky.pick(n), true
 	}
-	r.partition, r.hasPartition = idx, true
 	ps := t.parts[idx]
 	b := ps.open
+	hadOpen := b != nil
 	if b != nil && b.builder.NumRecords() > 0 && b.builder.EncodedLen()+pr.size > p.maxBatchBody() {
 		b.builder.Sum() // its last record was appended just now: the bytes are in cache
 		p.sealLocked(ps)
 		b = nil
+		if sticky && t.sticky.due(p.cfg.batchSize) && !p.cfg.regress.stickyLeftover {
+			// The sticky partition's batch is full and batch.size bytes
+			// went there: move before placing, so this record opens a
+			// batch on the next partition instead of a one-record
+			// batch left to linger here (every other batch, before).
+			t.sticky.move(n, p.queuedFunc(t))
+			idx = t.sticky.pick(n)
+			ps = t.parts[idx]
+			b, hadOpen = ps.open, ps.open != nil
+		}
 	}
+	r.partition, r.hasPartition = idx, true
 	started := b == nil
 	if started {
 		if now.IsZero() {
@@ -312,14 +323,23 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) e
 		b.builder.Sum()
 		p.sealLocked(ps)
 	}
-	if sticky && t.sticky.placed(pr.size, p.cfg.batchSize, started || full) {
-		var queued func(int32) int
-		if p.cfg.adaptive {
-			queued = func(i int32) int { return t.parts[i].queued() }
-		}
-		t.sticky.move(n, queued)
+	// A boundary: the batch filled, or the record opened the partition's
+	// first batch since its last was sealed by linger or sent (Java: all
+	// its batches full). A batch sealed because the record did not fit
+	// moved the partition above already.
+	if sticky && t.sticky.placed(pr.size, p.cfg.batchSize, full || started && (!hadOpen || p.cfg.regress.stickyLeftover)) {
+		t.sticky.move(n, p.queuedFunc(t))
 	}
 	return nil
+}
+
+// queuedFunc is the adaptive partitioner's view of t's queues, nil when
+// partitioner.adaptive.partitioning.enable is off.
+func (p *Producer) queuedFunc(t *topicState) func(int32) int {
+	if !p.cfg.adaptive {
+		return nil
+	}
+	return func(i int32) int { return t.parts[i].queued() }
 }
 
 // maxBatchBody is the most record bytes one batch may carry: batch.size,

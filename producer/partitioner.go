@@ -78,6 +78,9 @@ func (s *stickyPartitioner) placed(size, batchSize int, boundary bool) (moveOn b
 	return s.produced >= batchSize && (boundary || s.produced >= 2*batchSize)
 }
 
+// due reports whether batchSize bytes have gone to the sticky partition.
+func (s *stickyPartitioner) due(batchSize int) bool { return s.produced >= batchSize }
+
 // move goes to a different partition than the current one.
 // With queued, it is adaptive like the Java client's default
 // (partitioner.adaptive.partitioning.enable, KIP-794): it moves to a

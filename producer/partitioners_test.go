@@ -639,3 +639,35 @@ func TestStickyPartitionIgnoresLingerSeals(t *testing.T) {
 		require.LessOrEqual(t, runs, 9, "a linger seal moved the partition: %v", parts)
 	})
 }
+
+// keylessRecordsPerBatch produces 3,000 keyless 100-byte records at once
+// to 1,000 partitions (so the sticky partition seldom comes back to one it
+// left) and returns records per batch sent.
+func keylessRecordsPerBatch(t *testing.T, leftover bool) float64 {
+	var perBatch float64
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1000, Window: 5}}})
+		p := memProducer(t, c, n, BatchSize(16384), BufferMemory(64<<20), Linger(5*time.Millisecond),
+			optFunc(func(c *config) error { c.regress.stickyLeftover = leftover; return nil }))
+		require.NoError(t, p.ProduceSync(t.Context(), &Record{Topic: "t", Value: []byte("metadata")}).FirstErr())
+		before := p.Stats().BatchesSent
+		const records = 3000
+		value := make([]byte, 100)
+		for range records {
+			p.Produce(t.Context(), &Record{Topic: "t", Value: value}, nil)
+		}
+		require.NoError(t, p.Flush(t.Context()))
+		perBatch = records / float64(p.Stats().BatchesSent-before)
+	})
+	return perBatch
+}
+
+// Keyless records fill their batches: when the sticky partition's batch is
+// full, the record that did not fit opens a batch on the next partition
+// (about 149 records of 100 bytes per 16 KiB batch). Negative control
+// (stickyLeftover): it opened a one-record batch on the old partition,
+// left to linger, so every other batch carried one record.
+func TestKeylessBatchesFill(t *testing.T) {
+	require.Greater(t, keylessRecordsPerBatch(t, false), 130.0)
+	require.Less(t, keylessRecordsPerBatch(t, true), 100.0)
+}

@@ -33,6 +33,7 @@ type regressions struct {
 	noCloseCheck     bool // issue 20: a connection the broker closed is noticed only when a send fails
 	keepHeldMark     bool // a new open batch inherits the held-linger mark of a withdrawn one (07d9567)
 	queueSlides      bool // popQueue slices past the last batch (an allocation per batch, issue 19)
+	stickyLeftover   bool // the record that did not fit opens a batch on the old sticky partition, then it moves
 	holdAnyRT        bool // issue 19: lingered batches held whatever the response times (a long link too)
 	holdUnbounded    bool // issue 19: a held batch waits for a response however long
 }
