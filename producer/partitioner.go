@@ -75,11 +75,12 @@ func (s *stickyPartitioner) pick(numPartitions int32) int32 {
 // with fuller lingered batches, more of the data).
 func (s *stickyPartitioner) placed(size, batchSize int, boundary bool) (moveOn bool) {
 	s.produced += size
-	return s.produced >= batchSize && (boundary || s.produced >= 2*batchSize)
+	return s.due(batchSize) && (boundary || s.due(2*batchSize))
 }
 
-// due reports whether batchSize bytes have gone to the sticky partition.
-func (s *stickyPartitioner) due(batchSize int) bool { return s.produced >= batchSize }
+// due reports whether n bytes have gone to the sticky partition since it
+// was chosen.
+func (s *stickyPartitioner) due(n int) bool { return s.produced >= n }
 
 // move goes to a different partition than the current one.
 // With queued, it is adaptive like the Java client's default
