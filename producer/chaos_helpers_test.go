@@ -101,7 +101,19 @@ func newLedger(name, topic string) *ledger {
 	return &ledger{name: name, topic: topic, res: map[recKey]*recResult{}, order: map[int32][]int{}, next: map[int32]int{}}
 }
 
+// keyless, as produce's partition, sends records without a partition or
+// key: the partitioner places them.
+const keyless int32 = -1
+
 // produce sends n records of size bytes to part, numbered on from the last.
+//
+// With part keyless the partitioner places each record, and the ledger
+// numbers them in one sequence across partitions. A keyless record is filed
+// under partition keyless until its callback says where it went, and then
+// under that partition: each partition's keyless records form a stream of
+// their own (produce order, with gaps), checked like any other. A ledger
+// should send either keyless records or records to fixed partitions, not
+// both, since the two would share streams.
 func (l *ledger) produce(p *Producer, part int32, n, size int) {
 	for range n {
 		l.mu.Lock()
@@ -112,14 +124,22 @@ func (l *ledger) produce(p *Producer, part int32, n, size int) {
 		l.res[k] = rr
 		l.mu.Unlock()
 		r := &Record{Topic: l.topic, Value: value(l.name, part, seq, size)}
-		r.SetPartition(part)
+		if part != keyless {
+			r.SetPartition(part)
+		}
 		l.wg.Add(1)
-		p.Produce(context.Background(), r, func(_ *Record, err error) {
+		p.Produce(context.Background(), r, func(r *Record, err error) {
 			l.mu.Lock()
 			rr.calls++
 			rr.err = err
 			rr.done = time.Now()
-			l.order[part] = append(l.order[part], seq)
+			got := part
+			if part == keyless && r.Partition() >= 0 {
+				got = r.Partition()
+				delete(l.res, k)
+				l.res[recKey{l.name, got, seq}] = rr
+			}
+			l.order[got] = append(l.order[got], seq)
 			l.mu.Unlock()
 			if rr.calls == 1 {
 				l.wg.Done()
@@ -142,12 +162,16 @@ func (l *ledger) waitAll(d time.Duration) bool {
 }
 
 // failures lists the records that failed, with their errors.
-func (l *ledger) failures() []string {
+func (l *ledger) failures() []string { return l.failuresExcept(nil) }
+
+// failuresExcept lists the records that failed with an error other than
+// those expected (nil: none), with their errors.
+func (l *ledger) failuresExcept(expected func(error) bool) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []string
 	for k, r := range l.res {
-		if r.err != nil {
+		if r.err != nil && (expected == nil || !expected(r.err)) {
 			out = append(out, fmt.Sprintf("%v: %v", k, r.err))
 		}
 	}
@@ -190,10 +214,10 @@ func (o *outcome) addDeleted(logs [][]broker.LogRecord) {
 }
 
 // ourEntry returns rec as a logEntry if a ledger named in names wrote it
-// to part.
+// to part, or wrote it keyless (the partitioner chose part).
 func ourEntry(names map[string]bool, part int32, rec broker.LogRecord) (logEntry, bool) {
 	name, vp, seq, ok := parseValue(rec.Value)
-	if !ok || !names[name] || vp != part {
+	if !ok || !names[name] || vp != part && vp != keyless {
 		return logEntry{}, false
 	}
 	return logEntry{key: recKey{name, part, seq}, offset: rec.Offset, pid: rec.ProducerID}, true

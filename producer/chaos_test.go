@@ -72,7 +72,13 @@ type chaosSchedule struct {
 	// one schedule in two 1 or 2, so lingered batches are held (issue 19)
 	// whenever a slowed node's responses take over twice its fastest.
 	coalesce int
-	steps    []chaosStep
+	// shrinks: the topic grows and is later re-created with its first
+	// partition count. A producer that learns of it late (brokers before
+	// Produce v13 name topics, so nothing fails until a partition is
+	// missing) may place keyless records on a vanished partition; they
+	// fail, not written, with ErrPartitionGone.
+	shrinks bool
+	steps   []chaosStep
 	// lostTime is the most time the faults can cost one partition in
 	// request timeouts: each dropped response costs a request timeout,
 	// each stall its length. Beyond delivery.timeout.ms a record may
@@ -95,6 +101,7 @@ func (s *chaosSchedule) String() string {
 type chaosRun struct {
 	producers []*Producer
 	ledgers   []*ledger
+	keyless   []*ledger              // each producer's keyless records
 	deleted   [][][]broker.LogRecord // logs of deleted incarnations of the topic
 }
 
@@ -196,10 +203,12 @@ func drawSchedule(seed uint64) *chaosSchedule {
 	// Topology changes an operator makes (issue 20), drawn from their own
 	// stream so the faults above stay what each seed always drew.
 	topo := rand.New(rand.NewPCG(seed, 0x2020))
+	var grown, recreated []time.Duration
 	for range topo.IntN(3) {
 		t := time.Duration(topo.Int64N(int64(chaosSpan)))
 		switch topo.IntN(2) {
 		case 0:
+			recreated = append(recreated, t)
 			gap := time.Duration(topo.Int64N(int64(300 * time.Millisecond)))
 			s.lostTime += gap + chaosReqTimeout
 			window := s.window
@@ -215,12 +224,18 @@ func drawSchedule(seed uint64) *chaosSchedule {
 				}
 			})
 		case 1:
+			grown = append(grown, t)
 			more := 1 + topo.Int32N(3)
 			add(t, fmt.Sprintf("topic grows by %d partitions (CreatePartitions)", more), func(c *broker.Cluster, _ *chaosRun) {
 				if err := c.CreatePartitions(chaosTopic, c.Partitions(chaosTopic)+more); err != nil {
 					panic(err)
 				}
 			})
+		}
+	}
+	for _, g := range grown {
+		for _, r := range recreated {
+			s.shrinks = s.shrinks || r > g
 		}
 	}
 	// One schedule in four runs on SASL sessions of 150 ms to 1.5 s, so
@@ -258,6 +273,30 @@ func drawSchedule(seed uint64) *chaosSchedule {
 				time.Sleep(gap)
 			}
 		})
+	}
+	// Keyless records (the sticky partitioner, KIP-794), in one schedule
+	// in two, from their own stream: bursts, and trickles that seal on
+	// linger, so the partitioner moves among partitions while the faults
+	// above hit them.
+	kl := rand.New(rand.NewPCG(seed, 0x794))
+	if kl.IntN(2) == 0 {
+		for range 1 + kl.IntN(3) {
+			t, pi := time.Duration(kl.Int64N(int64(chaosSpan))), kl.IntN(s.producers)
+			if kl.IntN(3) == 0 {
+				n, gap := 5+kl.IntN(40), time.Duration(1+kl.IntN(8))*time.Millisecond
+				add(t, fmt.Sprintf("producer %d: %d keyless records, one each %v", pi, n, gap), func(_ *broker.Cluster, r *chaosRun) {
+					for range n {
+						r.keyless[pi].produce(r.producers[pi], keyless, 1, chaosRecordSize)
+						time.Sleep(gap)
+					}
+				})
+				continue
+			}
+			n := 1 + kl.IntN(150)
+			add(t, fmt.Sprintf("producer %d: %d keyless records", pi, n), func(_ *broker.Cluster, r *chaosRun) {
+				r.keyless[pi].produce(r.producers[pi], keyless, n, chaosRecordSize)
+			})
+		}
 	}
 	sort.SliceStable(s.steps, func(i, j int) bool { return s.steps[i].at < s.steps[j].at })
 	return s
@@ -334,6 +373,7 @@ func runSchedule(t *testing.T, s *chaosSchedule) []string {
 		require.NoError(t, err)
 		run.producers = append(run.producers, p)
 		run.ledgers = append(run.ledgers, newLedger(fmt.Sprintf("p%d", i), chaosTopic))
+		run.keyless = append(run.keyless, newLedger(fmt.Sprintf("p%dk", i), chaosTopic))
 	}
 	start := time.Now()
 	for _, st := range s.steps {
@@ -352,9 +392,10 @@ func runSchedule(t *testing.T, s *chaosSchedule) []string {
 		c.CloseAfterRequests(nd, 0)
 	}
 	var v []string
-	for i, l := range run.ledgers {
+	all := append(append([]*ledger(nil), run.ledgers...), run.keyless...)
+	for _, l := range all {
 		if !l.waitAll(chaosDelivery + 3*chaosReqTimeout) {
-			v = append(v, fmt.Sprintf("liveness: producer %d: callbacks missing %v after the last fault", i, chaosDelivery+3*chaosReqTimeout))
+			v = append(v, fmt.Sprintf("liveness: ledger %s: callbacks missing %v after the last fault", l.name, chaosDelivery+3*chaosReqTimeout))
 		}
 	}
 	// After the faults, a quiet tail must go through at once: a wedged
@@ -367,12 +408,17 @@ func runSchedule(t *testing.T, s *chaosSchedule) []string {
 		for part := range int32(chaosParts) {
 			tails[i].produce(p, part, 3, chaosRecordSize)
 		}
+		kt := newLedger(fmt.Sprintf("tail%dk", i), chaosTopic)
+		kt.produce(p, keyless, 5, chaosRecordSize)
+		tails = append(tails, kt)
 	}
-	for i, l := range tails {
+	for _, l := range tails {
 		if !l.waitAll(chaosDelivery + 3*chaosReqTimeout) {
-			v = append(v, fmt.Sprintf("liveness: producer %d: tail callbacks missing", i))
-		} else if f := l.failures(); len(f) > 0 {
-			v = append(v, fmt.Sprintf("liveness: producer %d: tail records failed after the faults ended: %v", i, firstN(f, 2)))
+			v = append(v, fmt.Sprintf("liveness: ledger %s: tail callbacks missing", l.name))
+		} else if f := l.failuresExcept(func(err error) bool {
+			return s.shrinks && strings.HasSuffix(l.name, "k") && errors.Is(err, ErrPartitionGone)
+		}); len(f) > 0 {
+			v = append(v, fmt.Sprintf("liveness: ledger %s: tail records failed after the faults ended: %v", l.name, firstN(f, 2)))
 		}
 	}
 	if d := time.Since(tailStart); d > 2*chaosReqTimeout {
@@ -386,15 +432,15 @@ func runSchedule(t *testing.T, s *chaosSchedule) []string {
 	// by the producer itself: the symptom of a partition left idle with
 	// sendable work (issue 12, failure 2).
 	bound := chaosDelivery + 2*chaosReqTimeout
-	for i, l := range run.ledgers {
+	for _, l := range all {
 		l.mu.Lock()
 		for k, r := range l.res {
 			if r.calls > 0 && r.done.Sub(r.produced) > bound {
-				v = append(v, fmt.Sprintf("liveness: producer %d: %v called back after %v", i, k, r.done.Sub(r.produced)))
+				v = append(v, fmt.Sprintf("liveness: %v called back after %v", k, r.done.Sub(r.produced)))
 				break
 			}
 			if errors.Is(r.err, ErrDeliveryTimeout) && s.lostTime < chaosDelivery-2*chaosReqTimeout {
-				v = append(v, fmt.Sprintf("liveness: producer %d: %v starved until delivery.timeout.ms: %v", i, k, r.err))
+				v = append(v, fmt.Sprintf("liveness: %v starved until delivery.timeout.ms: %v", k, r.err))
 				break
 			}
 		}
@@ -408,7 +454,8 @@ func runSchedule(t *testing.T, s *chaosSchedule) []string {
 			v = append(v, fmt.Sprintf("memory: producer %d: buffer.memory not back to 0 after Close", i))
 		}
 	}
-	o := collectOutcome(c, chaosTopic, chaosParts, append(run.ledgers, tails...)...)
+	// Keyless records may have gone to partitions CreatePartitions added.
+	o := collectOutcome(c, chaosTopic, max(chaosParts, c.Partitions(chaosTopic)), append(all, tails...)...)
 	for _, logs := range run.deleted {
 		o.addDeleted(logs)
 	}
@@ -564,4 +611,43 @@ func TestChaosCheckerNegativeControl(t *testing.T) {
 	r.err = &DeliveryError{Topic: "t", FateUnknown: true, Err: errors.New("timeout")}
 	d.results[k7] = r
 	require.Empty(t, checkOutcome(d))
+}
+
+// TestChaosCheckerKeyless: keyless records are checked per the partition
+// their callback names: a clean keyless run spread over both partitions
+// passes, and a reorder within a partition or a record acked on one
+// partition but written to the other is found.
+func TestChaosCheckerKeyless(t *testing.T) {
+	var clean outcome
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 2, Window: 20}}})
+		p := memProducer(t, c, n)
+		l := newLedger("k", "t")
+		l.produce(p, keyless, 200, 100)
+		require.True(t, l.waitAll(time.Minute))
+		require.Empty(t, l.failures())
+		clean = collectOutcome(c, "t", 2, l)
+	})
+	require.Empty(t, checkOutcome(clean))
+	require.Greater(t, len(clean.logs[0]), 2, "the sticky partitioner used partition 0")
+	require.Greater(t, len(clean.logs[1]), 2, "the sticky partitioner used partition 1")
+	require.Len(t, clean.results, 200)
+	for k := range clean.results {
+		require.NotEqual(t, keyless, k.part, "%v filed under its partition after its callback", k)
+	}
+
+	reordered := clean
+	reordered.logs = map[int32][]logEntry{0: append([]logEntry(nil), clean.logs[0]...), 1: clean.logs[1]}
+	reordered.logs[0][0], reordered.logs[0][1] = reordered.logs[0][1], reordered.logs[0][0]
+	v := checkOutcome(reordered)
+	require.NotEmpty(t, v)
+	require.True(t, strings.HasPrefix(v[0], "reorder:"), "got %v", v)
+
+	moved := clean
+	e := clean.logs[0][len(clean.logs[0])-1]
+	e.key.part = 1
+	moved.logs = map[int32][]logEntry{0: clean.logs[0][:len(clean.logs[0])-1], 1: append(append([]logEntry(nil), clean.logs[1]...), e)}
+	v = checkOutcome(moved)
+	require.NotEmpty(t, v)
+	require.True(t, strings.HasPrefix(v[0], "lost: partition 0"), "got %v", v)
 }
