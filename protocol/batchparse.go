@@ -142,10 +142,12 @@ func ParseRecordBatch(b []byte, maxDecompressed int) (BatchInfo, []Record, error
 // decodes it for nothing but the check. info must be what
 // [ParseBatchHeader](b) returned without error (the header and CRC are not
 // checked again). fn gets each record's index and the record, whose Key,
-// Value and Headers alias b (or the decompression buffer); a non-nil error
-// from fn stops the walk and is returned as is. The walk allocates nothing
-// itself for an uncompressed batch of records without headers. Decoding errors wrap [ErrCorruptBatch]; the records
-// before the bad one have been passed to fn. Safe for concurrent use.
+// Value and header values alias b (or the decompression buffer); header
+// keys are copied. A non-nil error from fn stops the walk and is returned
+// as is. The walk allocates nothing itself for an uncompressed batch of
+// records without headers (a record's Headers slice is allocated).
+// Decoding errors wrap [ErrCorruptBatch]; the records before the bad one
+// have been passed to fn. Safe for concurrent use.
 func ForEachRecord(b []byte, info BatchInfo, maxDecompressed int, fn func(i int, rec Record) error) error {
 	if info.TotalLen() > len(b) || info.TotalLen() < RecordBatchOverhead {
 		return fmt.Errorf("%w: header says %d bytes, have %d", ErrCorruptBatch, info.TotalLen(), len(b))
