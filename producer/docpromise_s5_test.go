@@ -1,0 +1,362 @@
+package producer
+
+// Tests for doc-comment promises of session 4 (and the Stats fields) that
+// no other test checked: longhaul.coalesce.requests (default, range, the
+// "twice the fastest" test, "this many"), the fields of Stats and
+// PartitionStats, the sticky rule for Flush seals, per topic and through
+// StickyPartition, and buffer.memory released per completion of a pass of
+// callbacks.
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/longhaul-kafka/longhaul/internal/broker"
+)
+
+// TestCoalesceRequestsPropertyDefaultAndRange: the documented default of
+// longhaul.coalesce.requests is 5 and is what a producer gets; 0 (never)
+// and large values are accepted; negative and non-integer values are a
+// ConfigError naming the property.
+func TestCoalesceRequestsPropertyDefaultAndRange(t *testing.T) {
+	const name = "longhaul.coalesce.requests"
+	def, ok := PropertyDefault(name)
+	require.True(t, ok)
+	require.Equal(t, "5", def)
+	require.Equal(t, 5, defaultConfig().coalesce)
+	require.NotEmpty(t, PropertyDoc(name))
+	for _, v := range []string{"0", "1", "2147483647"} {
+		c := defaultConfig()
+		require.NoError(t, Property(name, v).apply(&c), v)
+		want, _ := strconv.Atoi(v)
+		require.Equal(t, want, c.coalesce)
+	}
+	for _, v := range []string{"-1", "many", "2147483648"} {
+		_, err := NewFromProperties(map[string]string{"bootstrap.servers": "127.0.0.1:1", name: v})
+		var ce *ConfigError
+		require.ErrorAs(t, err, &ce, v)
+		require.Equal(t, name, ce.Property)
+		require.ErrorIs(t, err, ErrInvalidConfig)
+	}
+}
+
+// holdsAfterSlowdown warms a producer up on 50 partitions over a 10 ms
+// round trip (so the connection's fastest answer is 10 ms), then makes the
+// broker answer in slow and produces one record to every partition each
+// 2 ms for a second. It returns the lingered batches held meanwhile and
+// the most requests seen in flight to the node from 200 ms on.
+func holdsAfterSlowdown(t *testing.T, slow time.Duration, coalesce int) (holds int64, maxInFlight int) {
+	const parts = 50
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{RTT: 10 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: parts, Window: 50}}})
+		p := memProducer(t, c, n, Linger(5*time.Millisecond), BatchSize(16384),
+			MaxInFlightRequestsPerConnection(64), RequestTimeout(30*time.Second), DeliveryTimeout(time.Minute),
+			Property("longhaul.coalesce.requests", strconv.Itoa(coalesce)))
+		l := newLedger("a", "t")
+		for part := range int32(parts) {
+			l.produce(p, part, 1, 30)
+		}
+		require.True(t, l.waitAll(time.Minute), "warm-up")
+		c.SetRTT(0, slow)
+		h0 := p.s.holds.Load()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+				for part := range int32(parts) {
+					r := &Record{Topic: "t", Value: []byte("thirty bytes of value, roughly")}
+					r.SetPartition(part)
+					p.Produce(context.Background(), r, nil)
+				}
+			}
+		}()
+		// Sampled once the first slow responses are in: until then the
+		// node does not look slow, and requests sent at the fast pace
+		// are still in flight.
+		time.Sleep(200 * time.Millisecond)
+		for end := time.Now().Add(800 * time.Millisecond); time.Now().Before(end); time.Sleep(time.Millisecond) {
+			maxInFlight = max(maxInFlight, p.Stats().Nodes[0].RequestsInFlight)
+		}
+		<-done
+		holds = p.s.holds.Load() - h0
+		require.NoError(t, p.Flush(context.Background()))
+	})
+	t.Logf("responses in %v, coalesce %d: %d holds, at most %d requests in flight", slow, coalesce, holds, maxInFlight)
+	return holds, maxInFlight
+}
+
+// TestCoalesceHoldsOnlyPastTwiceTheFastest: a node queues when its latest
+// response took more than twice the fastest answer on the connection.
+// Responses at 1.5 times the fastest hold nothing, though more than
+// longhaul.coalesce.requests (2 here) requests are in flight (the control
+// that only the response time stopped the hold); at 2.5 times they are
+// held, and at most that many requests are in flight: the limit is the
+// property's value, not a fixed 5.
+func TestCoalesceHoldsOnlyPastTwiceTheFastest(t *testing.T) {
+	holds, inFlight := holdsAfterSlowdown(t, 15*time.Millisecond, 2)
+	require.Zero(t, holds, "1.5 times the fastest response")
+	require.Greater(t, inFlight, 2, "requests in flight without holding")
+
+	holds, inFlight = holdsAfterSlowdown(t, 25*time.Millisecond, 2)
+	require.Positive(t, holds, "2.5 times the fastest response")
+	require.LessOrEqual(t, inFlight, 2, "requests in flight while holding, with longhaul.coalesce.requests=2")
+}
+
+// TestStatsFieldsMeanWhatTheySay checks the documented meaning of the
+// fields of Stats, PartitionStats and NodeStats, and of InFlightLimit,
+// against what the producer did: two topics over two nodes, a first batch
+// in flight (gated), a batch retried after NOT_ENOUGH_REPLICAS, a record
+// failed by the broker after it was accepted, one rejected before (not
+// counted), and a partition whose leader metadata does not name.
+func TestStatsFieldsMeanWhatTheySay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{Nodes: 2, RTT: 10 * time.Millisecond, Topics: []broker.TopicConfig{
+			{Name: "b", Partitions: 3, Window: 10}, {Name: "a", Partitions: 2, Window: 12},
+		}})
+		c.RewriteMetadata(func(m *kmsg.MetadataResponse) {
+			for i := range m.Topics {
+				if m.Topics[i].Topic != nil && *m.Topics[i].Topic == "b" {
+					for j := range m.Topics[i].Partitions {
+						if m.Topics[i].Partitions[j].Partition == 2 {
+							m.Topics[i].Partitions[j].Leader = -1
+						}
+					}
+				}
+			}
+		})
+		p := memProducer(t, c, n)
+		st := p.Stats()
+		require.Equal(t, int64(-1), st.ProducerID, "before InitProducerId answered")
+		require.Empty(t, st.Partitions)
+
+		send := func(topic string, part int32) *Record {
+			r := &Record{Topic: topic, Value: []byte("v")}
+			r.SetPartition(part)
+			return r
+		}
+		// A first batch to b/1 (led by node 1): in flight and gated
+		// until its answer 10 ms later.
+		firstErr := make(chan error, 1)
+		p.Produce(context.Background(), send("b", 1), func(_ *Record, err error) { firstErr <- err })
+		var inFlight PartitionStats
+		for range 100 {
+			time.Sleep(time.Millisecond)
+			for _, ps := range p.Stats().Partitions {
+				if ps.Topic == "b" && ps.Partition == 1 && ps.InFlight > 0 {
+					inFlight = ps
+				}
+			}
+			if inFlight.InFlight > 0 {
+				break
+			}
+		}
+		require.Equal(t, 1, inFlight.InFlight, "batches in flight now")
+		require.True(t, inFlight.Gated, "a first batch: at most one in flight until one is acked")
+		require.Equal(t, 5, inFlight.Limit, "5 until learned from a ProduceResponse")
+		nodes := p.Stats().Nodes
+		require.Len(t, nodes, 2)
+		require.Equal(t, 1, nodes[1].RequestsInFlight)
+		require.Zero(t, nodes[0].RequestsInFlight)
+		require.NoError(t, <-firstErr)
+
+		c.InjectError("a", 0, kerr.NotEnoughReplicas.Code, 1)
+		require.NoError(t, p.ProduceSync(context.Background(), send("a", 0)).FirstErr(), "retried")
+		c.InjectError("a", 1, kerr.InvalidRecord.Code, 1)
+		require.Error(t, p.ProduceSync(context.Background(), send("a", 1)).FirstErr(), "failed by the broker")
+		require.ErrorIs(t, p.ProduceSync(context.Background(), &Record{Value: []byte("no topic")}).FirstErr(), ErrInvalidRecord)
+
+		st = p.Stats()
+		require.GreaterOrEqual(t, st.ProducerID, int64(0))
+		require.Equal(t, int64(2), st.RecordsSent, "records acknowledged: b/1 and a/0")
+		require.Equal(t, int64(1), st.RecordsFailed, "the record the broker failed, not the one rejected before")
+		require.Equal(t, int64(4), st.BatchesSent, "b/1, a/0 twice, a/1")
+		require.Equal(t, int64(1), st.BatchesRetried)
+
+		type key struct {
+			topic string
+			part  int32
+		}
+		var order []key
+		got := map[key]PartitionStats{}
+		for _, ps := range st.Partitions {
+			order = append(order, key{ps.Topic, ps.Partition})
+			got[key{ps.Topic, ps.Partition}] = ps
+		}
+		require.Equal(t, []key{{"a", 0}, {"a", 1}, {"b", 0}, {"b", 1}, {"b", 2}}, order, "sorted by topic, then partition")
+		for k, ps := range got {
+			assert.Zero(t, ps.InFlight, "%v", k)
+			acked := k == key{"a", 0} || k == key{"b", 1}
+			assert.Equal(t, !acked, ps.Gated, "%v: gated until a batch is acked", k)
+			if k.part < 2 || k.topic == "a" {
+				assert.Equal(t, k.part%2, ps.Leader, "%v: partition p led by node p%%2", k)
+			}
+		}
+		assert.Equal(t, int32(-1), got[key{"b", 2}].Leader, "leader unknown")
+		assert.Equal(t, 12, got[key{"a", 0}].Limit, "the broker's window, once learned")
+		assert.Equal(t, 10, got[key{"b", 1}].Limit)
+		assert.Equal(t, 5, got[key{"b", 0}].Limit, "never produced to: 5")
+		assert.Equal(t, int64(2), got[key{"a", 0}].BatchesSent, "retries included")
+		assert.Equal(t, int64(1), got[key{"a", 0}].BatchesRetried)
+		assert.Equal(t, int64(1), got[key{"a", 1}].BatchesSent)
+		assert.Zero(t, got[key{"a", 1}].BatchesRetried)
+		assert.Zero(t, got[key{"b", 0}].BatchesSent)
+
+		require.Len(t, st.Nodes, 2)
+		for i, nd := range st.Nodes {
+			assert.Equal(t, int32(i), nd.ID, "sorted by id")
+			assert.True(t, nd.Connected)
+			assert.Zero(t, nd.RequestsInFlight)
+		}
+		assert.Equal(t, 12, p.InFlightLimit("a", 0))
+		assert.Equal(t, 5, p.InFlightLimit("b", 0), "not learned")
+		assert.Equal(t, 5, p.InFlightLimit("a", 7), "a partition it does not know")
+		assert.Equal(t, 5, p.InFlightLimit("nope", 0), "a topic it does not know")
+	})
+}
+
+// stickyRuns produces 40 keyless records of 200 bytes one at a time, with
+// batch.size 1024, each made to leave its batch by flush (after each
+// Produce) and returns the partition of each, topic by topic, alternating
+// between topics.
+func stickyRuns(t *testing.T, topics []string, flush func(*Producer, *Record), opts ...Opt) map[string][]int32 {
+	parts := map[string][]int32{}
+	synctest.Test(t, func(t *testing.T) {
+		var tcs []broker.TopicConfig
+		for _, name := range topics {
+			tcs = append(tcs, broker.TopicConfig{Name: name, Partitions: 6, Window: 10})
+		}
+		c, n := memCluster(t, broker.Config{Topics: tcs})
+		p := memProducer(t, c, n, append([]Opt{BatchSize(1024)}, opts...)...)
+		for i := range 40 * len(topics) {
+			topic := topics[i%len(topics)]
+			r := &Record{Topic: topic, Value: make([]byte, 200)}
+			flush(p, r)
+			parts[topic] = append(parts[topic], r.Partition())
+		}
+	})
+	return parts
+}
+
+// produceOneSync produces a record and waits for it: its batch is sealed by
+// linger.
+func produceOneSync(t *testing.T) func(*Producer, *Record) {
+	return func(p *Producer, r *Record) {
+		require.NoError(t, p.ProduceSync(context.Background(), r).FirstErr())
+	}
+}
+
+// runsOf counts the runs of equal partitions in parts.
+func runsOf(parts []int32) int {
+	runs := 1
+	for i := 1; i < len(parts); i++ {
+		if parts[i] != parts[i-1] {
+			runs++
+		}
+	}
+	return runs
+}
+
+// TestStickyPartitionIgnoresFlushSeals: a batch sealed by Flush does not
+// move the sticky partition (partitioner.go: "A batch sealed by linger or
+// Flush does not move it"): records flushed one by one with a linger of a
+// minute stay until batch.size bytes have gone to their partition, as
+// with linger seals (TestStickyPartitionIgnoresLingerSeals): 40 records
+// of about 210 bytes with batch.size 1024 make 6 to 9 runs, not 40.
+func TestStickyPartitionIgnoresFlushSeals(t *testing.T) {
+	parts := stickyRuns(t, []string{"t"}, func(p *Producer, r *Record) {
+		var done atomic.Bool
+		p.Produce(context.Background(), r, func(_ *Record, err error) { assert.NoError(t, err); done.Store(true) })
+		require.NoError(t, p.Flush(context.Background()))
+		require.True(t, done.Load())
+	}, Linger(time.Minute), DeliveryTimeout(2*time.Minute))["t"]
+	require.GreaterOrEqual(t, runsOf(parts), 6, "moves on after batch.size bytes: %v", parts)
+	require.LessOrEqual(t, runsOf(parts), 9, "a Flush seal moved the partition: %v", parts)
+}
+
+// TestStickyPartitionPerTopic: records without a key stick to one
+// partition per topic: two topics produced to alternately each keep their
+// own sticky partition and move after batch.size bytes went to it there
+// (6 to 9 runs of 40 records each), not after the bytes of both topics.
+func TestStickyPartitionPerTopic(t *testing.T) {
+	for topic, parts := range stickyRuns(t, []string{"x", "y"}, produceOneSync(t)) {
+		require.Len(t, parts, 40)
+		require.GreaterOrEqual(t, runsOf(parts), 6, "%s: %v", topic, parts)
+		require.LessOrEqual(t, runsOf(parts), 9, "%s: %v", topic, parts)
+	}
+}
+
+// TestStickyPartitionThroughPartitioner: a Partitioner returning
+// StickyPartition gets the partition records without a key share, which
+// moves after batch.size bytes went to it, not at every linger seal: the
+// same 6 to 9 runs as the built-in rule.
+func TestStickyPartitionThroughPartitioner(t *testing.T) {
+	calls := 0
+	pt := PartitionerFunc(func(*Record, int32) (int32, error) { calls++; return StickyPartition, nil })
+	parts := stickyRuns(t, []string{"t"}, produceOneSync(t), RecordPartitioner(pt))["t"]
+	require.Equal(t, 40, calls, "the partitioner was asked for every record")
+	require.GreaterOrEqual(t, runsOf(parts), 6, "%v", parts)
+	require.LessOrEqual(t, runsOf(parts), 9, "%v", parts)
+}
+
+// TestMemoryReleasedPerCompletion: buffer.memory is released after each
+// completion's callbacks, not at the end of the callback goroutine's pass
+// (callbacks.go): a callback may block in Produce waiting for bytes an
+// earlier completion of the same pass held. Two batches acked while a slow
+// callback holds the callback goroutine come back in one pass; the second
+// one's callback produces a record that fits only once the first one's
+// memory is back, and it must not wait for its context to end.
+func TestMemoryReleasedPerCompletion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{RTT: 10 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: 3, Window: 10}}})
+		const budget = 10000
+		p := memProducer(t, c, n, BufferMemory(budget), MaxRequestSize(budget), BatchSize(16384))
+		rec := func(part int32, size int) *Record {
+			r := &Record{Topic: "t", Value: make([]byte, size)}
+			r.SetPartition(part)
+			return r
+		}
+		require.NoError(t, p.ProduceSync(context.Background(), rec(2, 10)).FirstErr(), "metadata and producer id")
+
+		// A slow callback holds the callback goroutine.
+		release, entered := make(chan struct{}), make(chan struct{})
+		p.Produce(context.Background(), rec(2, 10), func(*Record, error) { close(entered); <-release })
+		<-entered
+
+		var calls atomic.Int32
+		produced := make(chan error, 1)
+		cb := func(_ *Record, err error) {
+			require.NoError(t, err)
+			if calls.Add(1) < 2 {
+				return
+			}
+			// The second completion of the pass: the first one's
+			// memory is free, this one's is not.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			p.Produce(ctx, rec(2, 4500), func(_ *Record, err error) { produced <- err })
+		}
+		p.Produce(context.Background(), rec(0, 4000), cb)
+		p.Produce(context.Background(), rec(1, 4000), cb)
+		time.Sleep(time.Second) // both acked and queued behind the slow callback
+		require.Zero(t, calls.Load())
+		held := p.mem.Held()
+		require.Greater(t, held, int64(budget-4500), "the third record does not fit while both batches are held")
+		close(release)
+		select {
+		case err := <-produced:
+			require.NoError(t, err, "the record produced from the callback")
+		case <-time.After(time.Minute):
+			t.Fatal("the record produced from the callback got no outcome")
+		}
+		require.Equal(t, int32(2), calls.Load())
+	})
+}
