@@ -360,3 +360,117 @@ func TestMemoryReleasedPerCompletion(t *testing.T) {
 		require.Equal(t, int32(2), calls.Load())
 	})
 }
+
+// slowAfterConnect makes a node answer in slow from the moment a produce
+// connection to it is ready: its ApiVersions handshake was answered at the
+// cluster's round trip, every later request at slow.
+type slowAfterConnect struct {
+	c    *broker.Cluster
+	slow time.Duration
+}
+
+func (h slowAfterConnect) OnBrokerConnect(node int32, _ string, err error) {
+	if err == nil {
+		h.c.SetRTT(node, h.slow)
+	}
+}
+
+// TestCoalesceHandshakeIsTheFastestAnswer: the ApiVersions handshake
+// counts as the connection's fastest answer (DESIGN.md), so a broker that
+// is slow from the first produce request on shows as queueing: its first
+// responses take ten times the handshake and lingered batches are held.
+// Without the handshake's time (only produce responses compared) no
+// response would ever be over twice the fastest here.
+func TestCoalesceHandshakeIsTheFastestAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const parts = 20
+		c, n := memCluster(t, broker.Config{RTT: 10 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: parts, Window: 50}}})
+		p := memProducer(t, c, n, Linger(5*time.Millisecond), BatchSize(16384),
+			MaxInFlightRequestsPerConnection(64), RequestTimeout(30*time.Second), DeliveryTimeout(time.Minute),
+			Property("longhaul.coalesce.requests", "1"), Hooks(slowAfterConnect{c, 100 * time.Millisecond}))
+		for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+			for part := range int32(parts) {
+				r := &Record{Topic: "t", Value: []byte("v")}
+				r.SetPartition(part)
+				p.Produce(context.Background(), r, func(_ *Record, err error) { assert.NoError(t, err) })
+			}
+		}
+		require.NoError(t, p.Flush(context.Background()))
+		require.Positive(t, p.s.holds.Load(), "lingered batches held for a broker slow from the start")
+	})
+}
+
+// TestAdaptivePropertyChoosesByQueues: with
+// partitioner.adaptive.partitioning.enable (the default, true) the sticky
+// partitioner's next partition is chosen from the partitions' queues; off,
+// it is not (uniform).
+func TestAdaptivePropertyChoosesByQueues(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 4}}})
+		def, _ := PropertyDefault("partitioner.adaptive.partitioning.enable")
+		require.Equal(t, "true", def)
+		for _, on := range []bool{true, false} {
+			p := memProducer(t, c, n, Property("partitioner.adaptive.partitioning.enable", strconv.FormatBool(on)))
+			require.NoError(t, p.ProduceSync(context.Background(), &Record{Topic: "t", Value: []byte("v")}).FirstErr())
+			p.mu.Lock()
+			tp := p.topics["t"]
+			q := p.queuedFunc(tp)
+			var want, got []int
+			for i := range int32(4) {
+				want = append(want, tp.parts[i].queued())
+				if q != nil {
+					got = append(got, q(i))
+				}
+			}
+			p.mu.Unlock()
+			if on {
+				require.NotNil(t, q)
+				require.Equal(t, want, got)
+			} else {
+				require.Nil(t, q)
+			}
+		}
+	})
+}
+
+// TestCoalesceNeverHoldsFullBatchesOrFlush: while a node queues (answers in
+// ten times its handshake) and has longhaul.coalesce.requests (1) request
+// in flight, a lingered batch is held (the control: no request goes past
+// its linger), but a full batch goes at once, and so does Flush, which
+// takes the held batch with it (DESIGN.md: "Full batches, retries and
+// Flush are never held").
+func TestCoalesceNeverHoldsFullBatchesOrFlush(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{RTT: 10 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: 5, Window: 50}}})
+		p := memProducer(t, c, n, Linger(5*time.Millisecond), BatchSize(512),
+			MaxInFlightRequestsPerConnection(64), RequestTimeout(30*time.Second), DeliveryTimeout(time.Minute),
+			Property("longhaul.coalesce.requests", "1"), Hooks(slowAfterConnect{c, 100 * time.Millisecond}))
+		rec := func(part int32, size int) *Record {
+			r := &Record{Topic: "t", Value: make([]byte, size)}
+			r.SetPartition(part)
+			return r
+		}
+		// A first response, 100 ms against a 10 ms handshake: the node
+		// queues from now on.
+		require.NoError(t, p.ProduceSync(context.Background(), rec(0, 10)).FirstErr())
+		p.Produce(context.Background(), rec(1, 10), nil)
+		time.Sleep(10 * time.Millisecond)
+		reqs := p.Stats().ProduceRequests
+		require.Equal(t, 1, p.Stats().Nodes[0].RequestsInFlight, "one request in flight: holding from now on")
+
+		p.Produce(context.Background(), rec(2, 10), nil)
+		time.Sleep(20 * time.Millisecond)
+		require.Equal(t, reqs, p.Stats().ProduceRequests, "control: the lingered batch is held")
+		require.Positive(t, p.s.holds.Load())
+
+		p.Produce(context.Background(), rec(3, 600), nil) // past batch.size: full at once
+		time.Sleep(time.Millisecond)
+		require.Equal(t, reqs+1, p.Stats().ProduceRequests, "a full batch is not held")
+
+		flushed := make(chan error, 1)
+		go func() { flushed <- p.Flush(context.Background()) }()
+		time.Sleep(time.Millisecond)
+		require.Equal(t, reqs+2, p.Stats().ProduceRequests, "Flush is not held, and takes the held batch")
+		require.NoError(t, <-flushed)
+	})
+}
