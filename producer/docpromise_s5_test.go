@@ -512,3 +512,106 @@ func TestStickyStartedBatchLingersAlone(t *testing.T) {
 		require.Positive(t, split, "a burst's first record left alone: %v", bursts)
 	})
 }
+
+// TestFlushReleasedAtEndOfCallbackPass: Flush waiters are released at the
+// end of the callback goroutine's pass, after every callback of it ran
+// (doneTally): with the record Flush waits for (a) and a record produced
+// after the Flush (b) called back in one pass, Flush does not return while
+// b's callback runs, though a's has run, and returns once it ends.
+func TestFlushReleasedAtEndOfCallbackPass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{RTT: 10 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: 3, Window: 10}}})
+		p := memProducer(t, c, n)
+		rec := func(part int32) *Record {
+			r := &Record{Topic: "t", Value: []byte("v")}
+			r.SetPartition(part)
+			return r
+		}
+		require.NoError(t, p.ProduceSync(context.Background(), rec(2)).FirstErr(), "metadata and producer id")
+
+		// A slow callback holds the callback goroutine while a and b
+		// are acknowledged, so they come back in one pass.
+		releaseSlow, entered := make(chan struct{}), make(chan struct{})
+		p.Produce(context.Background(), rec(2), func(*Record, error) { close(entered); <-releaseSlow })
+		<-entered
+		var aDone atomic.Bool
+		p.Produce(context.Background(), rec(0), func(_ *Record, err error) { assert.NoError(t, err); aDone.Store(true) })
+		flushed := make(chan error, 1)
+		go func() { flushed <- p.Flush(context.Background()) }()
+		synctest.Wait() // Flush has begun: b is not among its records
+		releaseB, inB := make(chan struct{}), make(chan struct{})
+		p.Produce(context.Background(), rec(1), func(_ *Record, err error) { assert.NoError(t, err); close(inB); <-releaseB })
+		time.Sleep(time.Second) // a and b acknowledged, queued behind the slow callback
+		close(releaseSlow)
+		<-inB
+		require.True(t, aDone.Load(), "a was called back before b, in the same pass")
+		time.Sleep(time.Second)
+		select {
+		case err := <-flushed:
+			t.Fatalf("Flush returned (%v) while a callback of the pass was running", err)
+		default:
+		}
+		close(releaseB)
+		require.NoError(t, <-flushed)
+	})
+}
+
+// TestCoalesceHoldEndsAfterLatestResponseTime: a held batch waits at most
+// the node's latest response time (100 ms) past its linger (5 ms), even
+// when no response frees a slot: with the one request in flight never
+// answered (its response dropped), the lingered batch is still held 100 ms
+// after it was produced and sent by 110 ms.
+func TestCoalesceHoldEndsAfterLatestResponseTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{RTT: 10 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: 3, Window: 50}}})
+		p := memProducer(t, c, n, Linger(5*time.Millisecond), BatchSize(16384),
+			MaxInFlightRequestsPerConnection(64), RequestTimeout(30*time.Second), DeliveryTimeout(time.Minute),
+			Property("longhaul.coalesce.requests", "1"), Hooks(slowAfterConnect{c, 100 * time.Millisecond}))
+		rec := func(part int32) *Record {
+			r := &Record{Topic: "t", Value: []byte("v")}
+			r.SetPartition(part)
+			return r
+		}
+		require.NoError(t, p.ProduceSync(context.Background(), rec(0)).FirstErr(), "a 100 ms response")
+		c.DropProduceResponses(0, 1)
+		p.Produce(context.Background(), rec(1), func(_ *Record, err error) { assert.NoError(t, err) })
+		time.Sleep(10 * time.Millisecond)
+		require.Equal(t, 1, p.Stats().Nodes[0].RequestsInFlight, "a request that will not be answered")
+		reqs := p.Stats().ProduceRequests
+		p.Produce(context.Background(), rec(2), func(_ *Record, err error) { assert.NoError(t, err) })
+		time.Sleep(100 * time.Millisecond)
+		require.Equal(t, reqs, p.Stats().ProduceRequests, "held at 100 ms")
+		time.Sleep(10 * time.Millisecond)
+		require.Equal(t, reqs+1, p.Stats().ProduceRequests, "sent by linger + the latest response time")
+		require.NoError(t, p.Flush(context.Background()))
+	})
+}
+
+// TestProduceRequestsPerBatches: BatchesSent per ProduceRequests is how
+// many partitions' batches a request carried on average: records for
+// three partitions of one node flushed together go in one request of
+// three batches; then one partition alone takes a request of one.
+func TestProduceRequestsPerBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{RTT: 10 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: 3}}})
+		p := memProducer(t, c, n, Linger(time.Minute), DeliveryTimeout(2*time.Minute))
+		require.NoError(t, p.ProduceSync(context.Background(), &Record{Topic: "t", Key: []byte("k"), Value: []byte("metadata")}).FirstErr())
+		st := p.Stats()
+		r0, b0 := st.ProduceRequests, st.BatchesSent
+		for part := range int32(3) {
+			r := &Record{Topic: "t", Value: []byte("v")}
+			r.SetPartition(part)
+			p.Produce(context.Background(), r, func(_ *Record, err error) { assert.NoError(t, err) })
+		}
+		require.NoError(t, p.Flush(context.Background()))
+		st = p.Stats()
+		require.Equal(t, int64(1), st.ProduceRequests-r0)
+		require.Equal(t, int64(3), st.BatchesSent-b0, "three partitions' batches in one request")
+		r := &Record{Topic: "t", Value: []byte("v")}
+		r.SetPartition(1)
+		require.NoError(t, p.ProduceSync(context.Background(), r).FirstErr())
+		st = p.Stats()
+		require.Equal(t, int64(2), st.ProduceRequests-r0)
+		require.Equal(t, int64(4), st.BatchesSent-b0)
+	})
+}
