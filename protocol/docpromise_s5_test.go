@@ -11,7 +11,12 @@ import (
 	"context"
 	"encoding/binary"
 	"hash/crc32"
+	"io/fs"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
 
@@ -292,4 +297,40 @@ func TestForEachRecordHeadersAllocate(t *testing.T) {
 	// slice and the two non-empty keys; the second record has none.
 	assert.Positive(t, allocs)
 	assert.LessOrEqual(t, allocs, 3.0)
+}
+
+// TestNoOtherPackageTouchesTagNumbers: the package doc says no other
+// package touches tag numbers: outside protocol/, no non-test Go file of
+// the repository sets, reads or deletes unknown tags by number. The same
+// pattern finds this package's own uses (the check is not vacuous).
+func TestNoOtherPackageTouchesTagNumbers(t *testing.T) {
+	pat := regexp.MustCompile(`UnknownTags\.(Set|Each|Delete)\(|Tags\.(Set|Each|Delete)\(`)
+	ours := 0
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); name == ".git" || name == "testdata" || name == "node_modules" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		n := len(pat.FindAllIndex(src, -1))
+		if filepath.Dir(path) == filepath.Join("..", "protocol") {
+			ours += n
+			return nil
+		}
+		assert.Zero(t, n, "%s touches tagged fields by number", path)
+		return nil
+	})
+	require.NoError(t, err)
+	require.Positive(t, ours, "the pattern finds protocol's own uses")
 }
