@@ -189,7 +189,7 @@ var properties = append([]property{
 	}},
 	{"longhaul.max.window", "0", "cap on batches in flight per partition below the broker's window; 0 = the broker's window",
 		intSetter(0, math.MaxInt32, func(c *config, n int) { c.windowCap = n })},
-	{"longhaul.coalesce.requests", "5", "while a broker queues our requests (its latest produce response took over twice the fastest answer on the connection), batches past linger.ms wait while this many produce requests are in flight to it, and go together in the next request once a response frees a slot; 0 = never",
+	{"longhaul.coalesce.requests", "5", "while a broker queues our requests (its latest produce response took over twice the fastest answer on the connection), batches past linger.ms wait while this many produce requests are in flight to it, for at most that response's time, and go together in the next request once a response frees a slot; 0 = never",
 		intSetter(0, math.MaxInt32, func(c *config, n int) { c.coalesce = n })},
 	{"longhaul.idle.rearm.ms", "300000", "after this long without an acknowledgement a partition sends one batch alone again (the broker may have expired our state); keep it below the brokers' producer.id.expiration.ms; 0 = never",
 		durationSetter(0, func(c *config, d time.Duration) { c.idleRearm = d })},

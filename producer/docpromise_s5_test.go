@@ -560,7 +560,8 @@ func TestFlushReleasedAtEndOfCallbackPass(t *testing.T) {
 // the node's latest response time (100 ms) past its linger (5 ms), even
 // when no response frees a slot: with the one request in flight never
 // answered (its response dropped), the lingered batch is still held 100 ms
-// after it was produced and sent by 110 ms.
+// after it was produced and sent by 110 ms (longhaul.coalesce.requests'
+// doc: "for at most that response's time").
 func TestCoalesceHoldEndsAfterLatestResponseTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, n := memCluster(t, broker.Config{RTT: 10 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: 3, Window: 50}}})
