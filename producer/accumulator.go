@@ -290,6 +290,14 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) e
 			ps = t.parts[idx]
 			b, hadOpen = ps.open, ps.open != nil
 		}
+	} else if b == nil && sticky && t.sticky.due(p.cfg.batchSize) && !p.cfg.regress.stickyStartAlone {
+		// The same when the record would start a batch (the last was
+		// sealed by linger or Flush) on a partition batch.size bytes
+		// went to: moving after placing it left it alone in a batch.
+		t.sticky.move(n, p.queuedFunc(t))
+		idx = t.sticky.pick(n)
+		ps = t.parts[idx]
+		b, hadOpen = ps.open, ps.open != nil
 	}
 	r.partition, r.hasPartition = idx, true
 	started := b == nil
@@ -323,11 +331,13 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) e
 		b.builder.Sum()
 		p.sealLocked(ps)
 	}
-	// A boundary: the batch filled, or the record opened the partition's
-	// first batch since its last was sealed by linger or sent (Java: all
-	// its batches full). A batch sealed because the record did not fit
-	// moved the partition above already.
-	if sticky && t.sticky.placed(pr.size, p.cfg.batchSize, full || started && (!hadOpen || p.cfg.regress.stickyLeftover)) {
+	// A boundary: the batch filled (Java: its last batch full). A record
+	// that did not fit a full batch, or would start a batch, on a
+	// partition batch.size bytes went to moved the partition above
+	// already; one that starts a batch and only then makes batch.size
+	// fills that batch before the move, so it is not left alone.
+	boundary := full || started && (p.cfg.regress.stickyLeftover || p.cfg.regress.stickyStartAlone && !hadOpen)
+	if sticky && t.sticky.placed(pr.size, p.cfg.batchSize, boundary) {
 		t.sticky.move(n, p.queuedFunc(t))
 	}
 	return nil

@@ -475,42 +475,53 @@ func TestCoalesceNeverHoldsFullBatchesOrFlush(t *testing.T) {
 	})
 }
 
-// TestStickyStartedBatchLingersAlone pins what placed's doc says of a
-// record that starts a batch once batch.size bytes went to the sticky
-// partition: it is placed there, alone in its batch, and the partition
-// moves after it, so the rest of its burst goes elsewhere. Bursts of three
-// keyless 200-byte records, each burst's batch sealed by linger, with
-// batch.size 1024. (Moving before placing such a record, as placeLocked
-// does for one that did not fit a full batch, would make this test fail
-// and leave no one-record batch behind.)
-func TestStickyStartedBatchLingersAlone(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 6, Window: 10}}})
-		p := memProducer(t, c, n, BatchSize(1024), Linger(5*time.Millisecond))
-		require.NoError(t, p.ProduceSync(context.Background(), &Record{Topic: "t", Key: []byte("k"), Value: []byte("metadata")}).FirstErr())
-		var bursts [][]int32
-		for range 8 {
-			var parts []int32
-			for range 3 {
-				r := &Record{Topic: "t", Value: make([]byte, 200)}
-				p.Produce(context.Background(), r, func(_ *Record, err error) { assert.NoError(t, err) })
-				parts = append(parts, r.Partition())
+// TestStickyBurstsStayWhole: a record that would start a batch on a sticky
+// partition batch.size bytes already went to moves the partition first, so
+// it is not left alone in a batch on the old one (placed's doc). Bursts of
+// three keyless 200-byte records, each burst's batch sealed by linger, with
+// batch.size 1024: every burst lands on one partition, and the partition
+// still moves. The negative control (stickyStartAlone) places the record
+// and moves after it, and bursts split: the first record on the previous
+// partition, alone in its batch.
+func TestStickyBurstsStayWhole(t *testing.T) {
+	for _, alone := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 6, Window: 10}}})
+			p := memProducer(t, c, n, BatchSize(1024), Linger(5*time.Millisecond),
+				optFunc(func(c *config) error { c.regress.stickyStartAlone = alone; return nil }))
+			require.NoError(t, p.ProduceSync(context.Background(), &Record{Topic: "t", Key: []byte("k"), Value: []byte("metadata")}).FirstErr())
+			var bursts [][]int32
+			for range 8 {
+				var parts []int32
+				for range 3 {
+					r := &Record{Topic: "t", Value: make([]byte, 200)}
+					p.Produce(context.Background(), r, func(_ *Record, err error) { assert.NoError(t, err) })
+					parts = append(parts, r.Partition())
+				}
+				bursts = append(bursts, parts)
+				time.Sleep(50 * time.Millisecond) // past linger: the batch is sealed and sent
 			}
-			bursts = append(bursts, parts)
-			time.Sleep(50 * time.Millisecond) // past linger: the batch is sealed and sent
-		}
-		require.NoError(t, p.Flush(context.Background()))
-		split := 0
-		for i := 1; i < len(bursts); i++ {
-			b := bursts[i]
-			require.Equal(t, b[1], b[2], "bursts %v", bursts)
-			if b[0] != b[1] {
-				split++
-				require.Equal(t, bursts[i-1][2], b[0], "the lone record stays on the previous partition: %v", bursts)
+			require.NoError(t, p.Flush(context.Background()))
+			split, moves := 0, 0
+			for i, b := range bursts {
+				require.Equal(t, b[1], b[2], "bursts %v", bursts)
+				if b[0] != b[1] {
+					split++
+					require.Positive(t, i)
+					require.Equal(t, bursts[i-1][2], b[0], "the lone record stays on the previous partition: %v", bursts)
+				}
+				if i > 0 && b[2] != bursts[i-1][2] {
+					moves++
+				}
 			}
-		}
-		require.Positive(t, split, "a burst's first record left alone: %v", bursts)
-	})
+			require.Positive(t, moves, "the sticky partition moves: %v", bursts)
+			if alone {
+				require.Positive(t, split, "negative control: a burst's first record left alone: %v", bursts)
+			} else {
+				require.Zero(t, split, "no burst split: %v", bursts)
+			}
+		})
+	}
 }
 
 // TestFlushReleasedAtEndOfCallbackPass: Flush waiters are released at the

@@ -68,14 +68,13 @@ func (s *stickyPartitioner) pick(numPartitions int32) int32 {
 
 // placed counts size bytes just placed on the sticky partition and says
 // whether to move on: once batchSize bytes have gone there, at a batch
-// boundary (the record sealed a full batch, or started one), or at twice
-// batchSize whatever the batch, as Java does. Moving only at a boundary
-// leaves no partly filled batch behind, except the one opened by the
-// record that started a batch: it lingers there alone (placeLocked moves
-// before placing only the record that did not fit a full batch). A batch
-// sealed by linger or Flush does not move it (the partitioner before
-// KIP-794 did, which gave a partition on a slow broker, with fuller
-// lingered batches, more of the data).
+// boundary (the record filled its batch), or at twice batchSize whatever
+// the batch, as Java does. Moving only at a boundary leaves no partly
+// filled batch behind; a record that would open a batch on a partition
+// already due moves it first (placeLocked, via due), so it is not left
+// alone in a batch either. A batch sealed by linger or Flush does not
+// move it (the partitioner before KIP-794 did, which gave a partition on a
+// slow broker, with fuller lingered batches, more of the data).
 func (s *stickyPartitioner) placed(size, batchSize int, boundary bool) (moveOn bool) {
 	s.produced += size
 	return s.due(batchSize) && (boundary || s.due(2*batchSize))

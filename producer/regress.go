@@ -34,6 +34,7 @@ type regressions struct {
 	keepHeldMark     bool // a new open batch inherits the held-linger mark of a withdrawn one (07d9567)
 	queueSlides      bool // popQueue slices past the last batch (an allocation per batch, issue 19)
 	stickyLeftover   bool // the record that did not fit opens a batch on the old sticky partition, then it moves
+	stickyStartAlone bool // a record starting a batch on a due sticky partition is placed there alone, then it moves
 	holdAnyRT        bool // issue 19: lingered batches held whatever the response times (a long link too)
 	holdUnbounded    bool // issue 19: a held batch waits for a response however long
 }
