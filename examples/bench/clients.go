@@ -106,6 +106,8 @@ type clientConfig struct {
 	// ownValues: every record has its own value buffer, recycled with it,
 	// and the loop writes a counter into it before each produce.
 	ownValues bool
+	// trace: record the pipeline (pipeTrace, kgoPipe) for --shape.
+	trace bool
 }
 
 // valueFor returns the value the next record carries: the shared one, or,
@@ -145,6 +147,9 @@ type produceLoop interface {
 	dropFree()
 	// shape counts what was sent so far (--shape).
 	shape() reqShape
+	// pipe reads the pipeline trace (--shape; zero without it) and every
+	// response time recorded so far.
+	pipe() (pipeSnap, []int32)
 	close()
 }
 
@@ -155,6 +160,20 @@ type reqShape struct{ requests, batches, records int64 }
 func (l *longhaulLoop) shape() reqShape {
 	st := l.p.Stats()
 	return reqShape{st.ProduceRequests, st.BatchesSent, st.RecordsSent}
+}
+
+func (l *longhaulLoop) pipe() (pipeSnap, []int32) {
+	if l.trace == nil {
+		return pipeSnap{}, nil
+	}
+	return l.trace.snapshot()
+}
+
+func (k *kgoLoop) pipe() (pipeSnap, []int32) {
+	if k.trace == nil {
+		return pipeSnap{}, nil
+	}
+	return k.trace.snapshot()
 }
 
 func (k *kgoLoop) shape() reqShape {
@@ -189,6 +208,7 @@ func drain[T any](c chan T) {
 // longhaulLoop drives a longhaul producer.
 type longhaulLoop struct {
 	p     *producer.Producer
+	trace *pipeTrace // nil without --shape
 	cfg   clientConfig
 	value []byte
 	free  chan *producer.Record
@@ -210,11 +230,16 @@ func newLonghaul(cfg clientConfig, k clientKind) (*longhaulLoop, error) {
 	if k.noCoal {
 		opts = append(opts, producer.Property("longhaul.coalesce.requests", "0"))
 	}
+	var trace *pipeTrace
+	if cfg.trace {
+		trace = newPipeTrace()
+		opts = append(opts, producer.Hooks(trace))
+	}
 	p, err := producer.New(opts...)
 	if err != nil {
 		return nil, err
 	}
-	return &longhaulLoop{p: p, cfg: cfg, value: make([]byte, cfg.recordSize), free: make(chan *producer.Record, freeListCap(cfg))}, nil
+	return &longhaulLoop{p: p, trace: trace, cfg: cfg, value: make([]byte, cfg.recordSize), free: make(chan *producer.Record, freeListCap(cfg))}, nil
 }
 
 func freeListCap(cfg clientConfig) int {
@@ -269,6 +294,7 @@ type kgoLoop struct {
 	cl     *kgo.Client
 	cfg    clientConfig
 	hooks  *kgoShapeHooks
+	trace  *kgoPipe // nil without --shape
 	rate   float64
 	keyed  bool
 	topics []string
@@ -278,6 +304,12 @@ type kgoLoop struct {
 
 func newKgo(cfg clientConfig) (*kgoLoop, error) {
 	hooks := new(kgoShapeHooks)
+	var trace *kgoPipe
+	allHooks := []kgo.Hook{hooks}
+	if cfg.trace {
+		trace = new(kgoPipe)
+		allHooks = append(allHooks, trace)
+	}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(cfg.addr),
 		kgo.DefaultProduceTopic(cfg.topics[0]),
@@ -296,12 +328,12 @@ func newKgo(cfg clientConfig) (*kgoLoop, error) {
 		// records without a key.
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 		kgo.DisableClientMetrics(),
-		kgo.WithHooks(hooks),
+		kgo.WithHooks(allHooks...),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("kgo: %w", err)
 	}
-	return &kgoLoop{cl: cl, cfg: cfg, hooks: hooks, rate: cfg.rate, keyed: cfg.keyed, topics: cfg.topics, value: make([]byte, cfg.recordSize), free: make(chan *kgo.Record, freeListCap(cfg))}, nil
+	return &kgoLoop{cl: cl, cfg: cfg, hooks: hooks, trace: trace, rate: cfg.rate, keyed: cfg.keyed, topics: cfg.topics, value: make([]byte, cfg.recordSize), free: make(chan *kgo.Record, freeListCap(cfg))}, nil
 }
 
 func (k *kgoLoop) run(ctx context.Context, st *caseState) {

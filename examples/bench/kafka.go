@@ -29,6 +29,9 @@ type kafkaTarget struct {
 	log   io.Writer
 	// baseFDs is the node's open files once started, before any case.
 	baseFDs int
+	// direct: cases at RTT 0 connect to the node's DIRECT listener, not
+	// through the harness proxy (--direct).
+	direct bool
 }
 
 // startKafka starts the node. The harness needs java and mvn (javac for
@@ -55,10 +58,14 @@ func startKafka(agent bool, config map[string]string, log io.Writer) (*kafkaTarg
 func (kt *kafkaTarget) close() { kt.tb.cleanup() }
 
 func (kt *kafkaTarget) describe() string {
-	if kt.agent {
-		return fmt.Sprintf("Apache Kafka %s with the KIP-1269 agent, one node, JVM heap 1 GiB, RTT by the harness proxy, a fresh topic per case", kafkatest.Version)
+	link := "RTT by the harness proxy"
+	if kt.direct {
+		link += " (RTT 0: direct, no proxy)"
 	}
-	return fmt.Sprintf("Apache Kafka %s (stock: no KIP-1269, every client holds 5 batches in flight per partition), one node, JVM heap 1 GiB, RTT by the harness proxy, a fresh topic per case", kafkatest.Version)
+	if kt.agent {
+		return fmt.Sprintf("Apache Kafka %s with the KIP-1269 agent, one node, JVM heap 1 GiB, %s, a fresh topic per case", kafkatest.Version, link)
+	}
+	return fmt.Sprintf("Apache Kafka %s (stock: no KIP-1269, every client holds 5 batches in flight per partition), one node, JVM heap 1 GiB, %s, a fresh topic per case", kafkatest.Version, link)
 }
 
 // start creates the case's topic and sets the proxy's delay; stop deletes
@@ -96,7 +103,20 @@ func (kt *kafkaTarget) start(spec brokerSpec) (*runningBroker, error) {
 		_ = deleteTopics()
 		return nil, errors.New("the Kafka node is not running")
 	}
-	return &runningBroker{addr: kt.c.ProxiedBootstrap(), pid: pid, topics: topics, stop: deleteTopics}, nil
+	addr := caseAddr(kt.direct, spec.rtt, kt.c.ProxiedBootstrap(), kt.c.Bootstrap())
+	return &runningBroker{addr: addr, pid: pid, topics: topics, stop: deleteTopics}, nil
+}
+
+// caseAddr is the bootstrap address a case's clients get: the proxied one,
+// or with --direct at RTT 0 the node's direct listener. The proxy runs in
+// this process: at RTT 0 it adds nothing but two copies of every byte,
+// charged to the Go clients' CPU (not to java's) and taken from the cores
+// every client shares.
+func caseAddr(direct bool, rtt time.Duration, proxied, directAddr string) string {
+	if direct && rtt == 0 {
+		return directAddr
+	}
+	return proxied
 }
 
 // waitFilesClosed waits, after a case deleted its topics, until the node

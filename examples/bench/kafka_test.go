@@ -39,6 +39,14 @@ func TestKafkaFlags(t *testing.T) {
 	}
 }
 
+// TestCaseAddr checks --direct: only RTT 0 cases bypass the proxy; a
+// delayed case needs it for its round trip.
+func TestCaseAddr(t *testing.T) {
+	assert.Equal(t, "proxy:1", caseAddr(false, 0, "proxy:1", "direct:2"))
+	assert.Equal(t, "direct:2", caseAddr(true, 0, "proxy:1", "direct:2"))
+	assert.Equal(t, "proxy:1", caseAddr(true, 50*time.Millisecond, "proxy:1", "direct:2"))
+}
+
 func TestHarnessTB(t *testing.T) {
 	var log bytes.Buffer
 	tb := newHarnessTB(&log)

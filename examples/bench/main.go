@@ -85,6 +85,8 @@ type options struct {
 	repeat int
 	// kafkaConfig are broker properties for the Kafka node (--kafka-config).
 	kafkaConfig map[string]string
+	// direct: RTT 0 cases on Kafka bypass the harness proxy (--direct).
+	direct bool
 	// primeKafka is how long a throwaway kgo case runs on a fresh Kafka
 	// node before the measured cases.
 	primeKafka time.Duration
@@ -150,9 +152,10 @@ type result struct {
 	// idleCPU is the client's CPU seconds per second while idle (--heap),
 	// measured over idleWindow once everything is acknowledged.
 	idleCPU   float64
-	boundMBps float64  // +Inf when nothing but CPU bounds it
-	shape     reqShape // sent while measured (--shape)
-	window    int      // batches in flight per partition the bound assumes
+	boundMBps float64    // +Inf when nothing but CPU bounds it
+	shape     reqShape   // sent while measured (--shape)
+	pipe      pipeWindow // the pipeline while measured (--shape)
+	window    int        // batches in flight per partition the bound assumes
 }
 
 // run parses args, runs the cases and prints the table. It returns the
@@ -185,6 +188,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "bench: %v\n", err)
 			return 1
 		}
+		kafka.direct = o.direct
 		defer kafka.close()
 		tg = kafka
 		// A fresh JVM is slow until its JIT has compiled the produce
@@ -268,6 +272,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	printLatency(stdout, o, results)
 	if o.shape {
 		printShape(stdout, results)
+		printPipe(stdout, results)
 	}
 	if o.memProfile != "" {
 		if f, err := os.Create(o.memProfile); err == nil {
@@ -305,6 +310,7 @@ func runCase(ctx context.Context, tg target, o options, rtt time.Duration, parts
 		rate:        o.rate,
 		keyed:       o.keyed,
 		ownValues:   o.ownValues,
+		trace:       o.shape,
 	}
 	res.bufferBytes = cfg.bufferBytes
 	var base runtime.MemStats
@@ -333,9 +339,14 @@ func runCase(ctx context.Context, tg target, o options, rtt time.Duration, parts
 	}()
 	sleep(ctx, o.warmupFor(rtt))
 	start, shape0 := sample(b.pid, st), loop.shape()
+	pipe0, _ := loop.pipe()
 	sleep(ctx, o.duration)
 	end, shape1 := sample(b.pid, st), loop.shape()
+	pipe1, resp := loop.pipe()
 	res.shape = reqShape{shape1.requests - shape0.requests, shape1.batches - shape0.batches, shape1.records - shape0.records}
+	if o.shape {
+		res.pipe = pipeBetween(pipe0, pipe1, resp)
+	}
 	if o.heap {
 		loop.dropFree()
 		res.heapActive = liveHeap(base)
@@ -550,6 +561,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	clients := fs.String("clients", "lh-w5,lh-w20,lh-w50,lh-cap5,kgo", "comma-separated clients: lh-w5, lh-w20, lh-w50 (longhaul, topic window 5/20/50), lh-cap5 (longhaul with MaxWindow(5)), lh-w5-nc and lh-w50-nc (lh-w5, lh-w50 without request coalescing: longhaul.coalesce.requests=0), kgo, java (Kafka's ProducerPerformance; --target kafka* only, and added to the default there)")
 	fs.StringVar(&o.target, "target", "embedded", "where cases run: embedded (longhaul's embedded broker, the quick variant), kafka (Apache Kafka from internal/kafkatest with the KIP-1269 agent) or kafka-stock (without the agent)")
 	kafkaConfig := fs.String("kafka-config", "", "with -target kafka*: broker properties for the Kafka node, `k=v,...` (e.g. log.index.size.max.bytes=262144)")
+	fs.BoolVar(&o.direct, "direct", false, "with -target kafka*: RTT 0 cases connect to the node's DIRECT listener instead of through the harness proxy, which runs in this process and at RTT 0 only copies bytes (its CPU counts as the Go clients' and not java's, and all share 2 cores)")
 	fs.DurationVar(&o.primeKafka, "prime", 10*time.Second, "with -target kafka*: how long a throwaway kgo case (RTT 0, 16 partitions) warms the fresh broker JVM before the measured cases (0 = none)")
 	fs.Float64Var(&o.rate, "rate", 0, "open loop: offer this many `records/s` (latency from the intended send time) instead of producing as fast as the client accepts (java: ProducerPerformance --throughput, its latency from send() over the records after --warmup)")
 	fs.IntVar(&o.repeat, "repeat", 1, "rounds of every case, clients alternating within each round")
@@ -668,6 +680,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-topics %d: must be >= 1", o.topics)
 	case o.topics > slices.Min(o.partitions):
 		return o, fmt.Errorf("-topics %d: more topics than partitions (%d)", o.topics, slices.Min(o.partitions))
+	case o.direct && o.target == "embedded":
+		return o, errors.New("-direct: needs -target kafka or kafka-stock")
 	case o.target != "embedded" && o.bandwidth > 0:
 		return o, fmt.Errorf("-bandwidth: not supported with -target %s (the harness proxy has no bandwidth cap)", o.target)
 	}

@@ -53,6 +53,7 @@ func TestBadFlags(t *testing.T) {
 		{"--clients", "lh-w7"},
 		{"--duration", "0s"},
 		{"extra"},
+		{"--direct"}, // embedded target: no proxy to bypass
 	} {
 		var out, errw bytes.Buffer
 		if code := run(context.Background(), args, &out, &errw); code != 2 {

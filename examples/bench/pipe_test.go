@@ -1,0 +1,93 @@
+package main
+
+import (
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/longhaul-kafka/longhaul/producer"
+)
+
+// TestPipeTrace checks the --shape pipeline figures on virtual time: the
+// in-flight integral, response times per acknowledged attempt, wire bytes,
+// the sum of the partitions' windows, and that rejected or unknown attempts
+// add no response.
+func TestPipeTrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := newPipeTrace()
+		b := func(part, seq int32, attempt, window int) producer.BatchInfo {
+			return producer.BatchInfo{Topic: "t", Partition: part, BaseSequence: seq, Attempt: attempt, Window: window, Bytes: 16000}
+		}
+		start, _ := tr.snapshot()
+		tr.OnBatchSent(b(0, 0, 1, 5))
+		tr.OnBatchSent(b(1, 0, 1, 5))
+		time.Sleep(50 * time.Millisecond)
+		tr.OnBatchAcked(b(0, 0, 1, 50), 0)
+		tr.OnBatchSent(b(0, 15, 1, 50)) // partition 0 learned 50
+		time.Sleep(50 * time.Millisecond)
+		tr.OnBatchRejected(b(1, 0, 1, 5), errors.New("x"), true)
+		tr.OnBatchAcked(b(1, 99, 1, 5), 0) // never sent: ignored
+		time.Sleep(100 * time.Millisecond)
+		tr.OnBatchAcked(b(0, 15, 1, 50), 0)
+		end, resp := tr.snapshot()
+
+		// 2 in flight for 50 ms, 2 for 50 ms, 1 for 100 ms, over 200 ms.
+		w := pipeBetween(start, end, resp)
+		assert.InDelta(t, 0.3/0.2, w.inFlight, 1e-9)
+		assert.True(t, w.measured)
+		assert.Equal(t, 55, w.limit)
+		assert.Equal(t, []time.Duration{50 * time.Millisecond, 150 * time.Millisecond}, w.resp)
+		assert.InDelta(t, 2/0.2, w.batchesPerSec, 1e-9)
+		assert.InDelta(t, 32000/0.2, w.bytesPerSec, 1e-9)
+		assert.Equal(t, 100*time.Millisecond, w.meanResp())
+		assert.Equal(t, 50*time.Millisecond, w.respQuantile(0.5))
+		assert.Equal(t, 150*time.Millisecond, w.respQuantile(0.99))
+
+		// A window counts only its own responses.
+		mid, _ := tr.snapshot()
+		tr.OnBatchSent(b(0, 30, 1, 50))
+		time.Sleep(10 * time.Millisecond)
+		tr.OnBatchAcked(b(0, 30, 1, 50), 0)
+		end2, resp2 := tr.snapshot()
+		w2 := pipeBetween(mid, end2, resp2)
+		assert.Equal(t, []time.Duration{10 * time.Millisecond}, w2.resp)
+		assert.InDelta(t, 1.0, w2.inFlight, 1e-9)
+	})
+}
+
+// TestKgoPipeLittle checks kgo's figures: produce requests only, the
+// RecordBatch header added to its batch bytes, and in flight estimated as
+// batches/s x mean response time.
+func TestKgoPipeLittle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := new(kgoPipe)
+		start, _ := p.snapshot()
+		p.OnBrokerE2E(kgoBroker, 0, kgoE2E(10*time.Millisecond, 40*time.Millisecond))
+		p.OnBrokerE2E(kgoBroker, 3, kgoE2E(0, 500*time.Millisecond)) // metadata: not a produce
+		p.OnProduceBatchWritten(kgoBroker, "t", 0, kgoBatch(16000-batchOverhead))
+		p.OnProduceBatchWritten(kgoBroker, "t", 1, kgoBatch(16000-batchOverhead))
+		time.Sleep(time.Second)
+		end, resp := p.snapshot()
+		w := pipeBetween(start, end, resp)
+		require.Len(t, w.resp, 1)
+		assert.Equal(t, 50*time.Millisecond, w.resp[0])
+		assert.InDelta(t, 32000, w.bytesPerSec, 1e-9)
+		assert.False(t, w.measured)
+		assert.InDelta(t, 2*0.05, w.inFlight, 1e-9)
+	})
+}
+
+var kgoBroker = kgo.BrokerMetadata{NodeID: 1}
+
+func kgoE2E(write, wait time.Duration) kgo.BrokerE2E {
+	return kgo.BrokerE2E{TimeToWrite: write, ReadWait: wait}
+}
+
+func kgoBatch(bytes int) kgo.ProduceBatchMetrics {
+	return kgo.ProduceBatchMetrics{NumRecords: 1, UncompressedBytes: bytes, CompressedBytes: bytes}
+}
