@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
+	"github.com/longhaul-kafka/longhaul/internal/linkproxy"
 )
 
 // brokerSpec is the cluster one case runs against: one node, the case's
@@ -79,6 +80,17 @@ type runningBroker struct {
 	pid    int         // broker process pid, 0 when in-process
 	stop   func() error
 	inner  *broker.Cluster // in-process only
+	// proxy reads the link proxy's counters (Kafka target: the harness
+	// proxy in this process); nil when the link is emulated elsewhere.
+	proxy func() linkproxy.Stats
+}
+
+// proxyStats reads the link proxy's counters; zero without one.
+func (b *runningBroker) proxyStats() linkproxy.Stats {
+	if b.proxy == nil {
+		return linkproxy.Stats{}
+	}
+	return b.proxy()
 }
 
 // brokerStarter starts a fresh cluster per case; every case gets a new one

@@ -104,7 +104,11 @@ func (kt *kafkaTarget) start(spec brokerSpec) (*runningBroker, error) {
 		return nil, errors.New("the Kafka node is not running")
 	}
 	addr := caseAddr(kt.direct, spec.rtt, kt.c.ProxiedBootstrap(), kt.c.Bootstrap())
-	return &runningBroker{addr: addr, pid: pid, topics: topics, stop: deleteTopics}, nil
+	rb := &runningBroker{addr: addr, pid: pid, topics: topics, stop: deleteTopics}
+	if px := kt.c.Proxy(0); px != nil {
+		rb.proxy = px.Stats
+	}
+	return rb, nil
 }
 
 // caseAddr is the bootstrap address a case's clients get: the proxied one,

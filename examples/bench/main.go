@@ -155,7 +155,12 @@ type result struct {
 	boundMBps float64    // +Inf when nothing but CPU bounds it
 	shape     reqShape   // sent while measured (--shape)
 	pipe      pipeWindow // the pipeline while measured (--shape)
-	window    int        // batches in flight per partition the bound assumes
+	// proxyChunks and proxyLate are the chunks the link proxy wrote while
+	// measured and their summed lateness past the emulated delay (Kafka
+	// target; 0 chunks when unknown).
+	proxyChunks int64
+	proxyLate   time.Duration
+	window      int // batches in flight per partition the bound assumes
 }
 
 // run parses args, runs the cases and prints the table. It returns the
@@ -340,9 +345,12 @@ func runCase(ctx context.Context, tg target, o options, rtt time.Duration, parts
 	sleep(ctx, o.warmupFor(rtt))
 	start, shape0 := sample(b.pid, st), loop.shape()
 	pipe0, _ := loop.pipe()
+	px0 := b.proxyStats()
 	sleep(ctx, o.duration)
 	end, shape1 := sample(b.pid, st), loop.shape()
 	pipe1, resp := loop.pipe()
+	px1 := b.proxyStats()
+	res.proxyChunks, res.proxyLate = px1.Chunks-px0.Chunks, px1.Late-px0.Late
 	res.shape = reqShape{shape1.requests - shape0.requests, shape1.batches - shape0.batches, shape1.records - shape0.records}
 	if o.shape {
 		res.pipe = pipeBetween(pipe0, pipe1, resp)

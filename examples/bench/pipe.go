@@ -234,8 +234,8 @@ func (w pipeWindow) respQuantile(q float64) time.Duration {
 // bytes of the main table leave out record and batch headers).
 func printPipe(w io.Writer, rs []result) {
 	fmt.Fprint(w, "\nPipeline (measured window; response = produce request handed to the connection to its response applied, per batch for longhaul, per request for kgo; in flight: kgo's by Little's law):\n\n")
-	fmt.Fprintln(w, "| RTT | parts | batch | client | in flight (mean) | of window | response p50 / p99 / mean | mean - RTT | batch bytes (of batch.size) | wire MB/s | wire of bound |")
-	fmt.Fprintln(w, "|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| RTT | parts | batch | client | in flight (mean) | of window | response p50 / p99 / mean | mean - RTT | proxy late per chunk | batch bytes (of batch.size) | wire MB/s | wire of bound |")
+	fmt.Fprintln(w, "|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|")
 	for _, r := range rs {
 		p := r.pipe
 		if p.batchesPerSec <= 0 {
@@ -259,10 +259,14 @@ func printPipe(w io.Writer, rs []result) {
 		if !math.IsInf(r.boundMBps, 1) && r.boundMBps > 0 {
 			wireBound = fmt.Sprintf("%.1f%%", 100*p.bytesPerSec/1e6/r.boundMBps)
 		}
-		fmt.Fprintf(w, "| %v | %d | %s | %s | %s | %s | %s / %s / %s | %s | %.0f (%.1f%%) | %.1f | %s |\n",
+		late := "-"
+		if r.proxyChunks > 0 {
+			late = fmtMs(r.proxyLate / time.Duration(r.proxyChunks))
+		}
+		fmt.Fprintf(w, "| %v | %d | %s | %s | %s | %s | %s / %s / %s | %s | %s | %.0f (%.1f%%) | %.1f | %s |\n",
 			r.rtt, r.partitions, fmtBytes(r.batch), name, inFlight, ofWindow,
 			fmtMs(p.respQuantile(0.5)), fmtMs(p.respQuantile(0.99)), fmtMs(p.meanResp()), fmtMs(p.meanResp()-r.rtt),
-			perBatch, 100*perBatch/float64(r.batch), p.bytesPerSec/1e6, wireBound)
+			late, perBatch, 100*perBatch/float64(r.batch), p.bytesPerSec/1e6, wireBound)
 	}
 }
 

@@ -100,6 +100,10 @@ func (l *link) pump(src, dst net.Conn, counter *atomic.Int64) {
 			}
 			<-timer.C
 		}
+		if late := time.Since(ch.release); late > 0 {
+			l.p.late.Add(int64(late))
+		}
+		l.p.chunks.Add(1)
 		_, err := dst.Write((*ch.buf)[:ch.n])
 		bufPool.Put(ch.buf)
 		if err != nil {

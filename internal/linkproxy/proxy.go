@@ -29,6 +29,8 @@ type Proxy struct {
 	cuts      atomic.Int64
 	toTarget  atomic.Int64
 	toClient  atomic.Int64
+	chunks    atomic.Int64
+	late      atomic.Int64 // nanoseconds
 	closeOnce sync.Once
 	done      chan struct{}
 	wg        sync.WaitGroup
@@ -51,6 +53,14 @@ type Stats struct {
 	Cuts int64
 	// BytesToTarget and BytesToClient count forwarded bytes per direction.
 	BytesToTarget, BytesToClient int64
+	// Chunks counts the chunks written, both directions (a chunk is what
+	// one read took, at most [ChunkSize]).
+	Chunks int64
+	// Late is the time chunks waited past their release time before
+	// their write began, summed over chunks: the delay this proxy added
+	// beyond the one set (its goroutines scheduled late, a timer firing
+	// late, or a destination not reading). Late / Chunks is the mean.
+	Late time.Duration
 }
 
 // New listens on listenAddr (for example "127.0.0.1:0" for a free port)
@@ -112,6 +122,8 @@ func (p *Proxy) Stats() Stats {
 		Cuts:          p.cuts.Load(),
 		BytesToTarget: p.toTarget.Load(),
 		BytesToClient: p.toClient.Load(),
+		Chunks:        p.chunks.Load(),
+		Late:          time.Duration(p.late.Load()),
 	}
 }
 

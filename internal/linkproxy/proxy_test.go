@@ -376,3 +376,47 @@ func TestServeUsesGivenListener(t *testing.T) {
 		t.Fatalf("got %d bytes", len(got))
 	}
 }
+
+// TestLateCountsTimePastRelease checks Stats.Chunks and Stats.Late: a
+// destination that reads nothing for 300 ms holds the writer, so chunks
+// read meanwhile are written at least that much past their release time
+// (delay 0), and Late says so; before that, nothing was late by as much.
+func TestLateCountsTimePastRelease(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	const hold = 300 * time.Millisecond
+	const size = 16 << 20 // more than the socket buffers hold
+	read := make(chan int64, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			read <- -1
+			return
+		}
+		defer c.Close()
+		time.Sleep(hold)
+		n, _ := io.Copy(io.Discard, c)
+		read <- n
+	}()
+	p := newProxy(t, ln.Addr().String())
+	c := dial(t, p.Addr())
+	if _, err := c.Write(make([]byte, size)); err != nil {
+		t.Fatal(err)
+	}
+	c.CloseWrite()
+	if n := <-read; n != size {
+		t.Fatalf("target read %d bytes, want %d", n, size)
+	}
+	st := p.Stats()
+	if st.Chunks < 2 {
+		t.Fatalf("Chunks = %d, want the %d bytes in more than one chunk", st.Chunks, size)
+	}
+	// A lower bound only: the chunks queued behind the blocked write
+	// waited for the target's first read, hold after the first chunk.
+	if st.Late < hold/3 {
+		t.Fatalf("Late = %v over %d chunks, want at least %v: the blocked writer's wait is not counted", st.Late, st.Chunks, hold/3)
+	}
+}
