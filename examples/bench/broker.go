@@ -83,6 +83,8 @@ type runningBroker struct {
 	// proxy reads the link proxy's counters (Kafka target: the harness
 	// proxy in this process); nil when the link is emulated elsewhere.
 	proxy func() linkproxy.Stats
+	// logFile is the Kafka node's log (Kafka target), "" otherwise.
+	logFile string
 }
 
 // proxyStats reads the link proxy's counters; zero without one.

@@ -104,7 +104,7 @@ func (kt *kafkaTarget) start(spec brokerSpec) (*runningBroker, error) {
 		return nil, errors.New("the Kafka node is not running")
 	}
 	addr := caseAddr(kt.direct, spec.rtt, kt.c.ProxiedBootstrap(), kt.c.Bootstrap())
-	rb := &runningBroker{addr: addr, pid: pid, topics: topics, stop: deleteTopics}
+	rb := &runningBroker{addr: addr, pid: pid, topics: topics, stop: deleteTopics, logFile: kt.c.LogFile(0)}
 	if px := kt.c.Proxy(0); px != nil {
 		rb.proxy = px.Stats
 	}

@@ -87,6 +87,8 @@ type options struct {
 	kafkaConfig map[string]string
 	// direct: RTT 0 cases on Kafka bypass the harness proxy (--direct).
 	direct bool
+	// brokerTimes: read Kafka's request log per case (--broker-times).
+	brokerTimes bool
 	// primeKafka is how long a throwaway kgo case runs on a fresh Kafka
 	// node before the measured cases.
 	primeKafka time.Duration
@@ -160,7 +162,8 @@ type result struct {
 	// target; 0 chunks when unknown).
 	proxyChunks int64
 	proxyLate   time.Duration
-	window      int // batches in flight per partition the bound assumes
+	brokerTimes brokerTimes // --broker-times
+	window      int         // batches in flight per partition the bound assumes
 }
 
 // run parses args, runs the cases and prints the table. It returns the
@@ -194,6 +197,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		kafka.direct = o.direct
+		if o.brokerTimes {
+			ectx, cancel := context.WithTimeout(ctx, time.Minute)
+			err := enableRequestLog(ectx, kafka.c.Bootstrap())
+			cancel()
+			if err != nil {
+				fmt.Fprintf(stderr, "bench: --broker-times: %v\n", err)
+				return 1
+			}
+		}
 		defer kafka.close()
 		tg = kafka
 		// A fresh JVM is slow until its JIT has compiled the produce
@@ -279,6 +291,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		printShape(stdout, results)
 		printPipe(stdout, results)
 	}
+	if o.brokerTimes {
+		printBrokerTimes(stdout, results)
+	}
 	if o.memProfile != "" {
 		if f, err := os.Create(o.memProfile); err == nil {
 			_ = pprof.Lookup("allocs").WriteTo(f, 0)
@@ -346,10 +361,20 @@ func runCase(ctx context.Context, tg target, o options, rtt time.Duration, parts
 	start, shape0 := sample(b.pid, st), loop.shape()
 	pipe0, _ := loop.pipe()
 	px0 := b.proxyStats()
+	var btErr error
+	log0 := int64(-1)
+	if o.brokerTimes && b.logFile != "" {
+		log0 = logSize(b.logFile)
+	}
 	sleep(ctx, o.duration)
 	end, shape1 := sample(b.pid, st), loop.shape()
 	pipe1, resp := loop.pipe()
 	px1 := b.proxyStats()
+	if log0 >= 0 {
+		// Lines of requests answered just before the edge may land a
+		// moment later; one line more or less in thousands.
+		res.brokerTimes, btErr = readBrokerTimes(b.logFile, log0, logSize(b.logFile), end.at.Sub(start.at).Seconds())
+	}
 	res.proxyChunks, res.proxyLate = px1.Chunks-px0.Chunks, px1.Late-px0.Late
 	res.shape = reqShape{shape1.requests - shape0.requests, shape1.batches - shape0.batches, shape1.records - shape0.records}
 	if o.shape {
@@ -380,6 +405,9 @@ func runCase(ctx context.Context, tg target, o options, rtt time.Duration, parts
 		res.idleCPU = (after.cpu - before.cpu).Seconds() / after.at.Sub(before.at).Seconds()
 	}
 	loop.close()
+	if btErr != nil {
+		return res, fmt.Errorf("--broker-times: %w", btErr)
+	}
 
 	res.seconds = end.at.Sub(start.at).Seconds()
 	res.records = end.acked - start.acked
@@ -570,6 +598,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.target, "target", "embedded", "where cases run: embedded (longhaul's embedded broker, the quick variant), kafka (Apache Kafka from internal/kafkatest with the KIP-1269 agent) or kafka-stock (without the agent)")
 	kafkaConfig := fs.String("kafka-config", "", "with -target kafka*: broker properties for the Kafka node, `k=v,...` (e.g. log.index.size.max.bytes=262144)")
 	fs.BoolVar(&o.direct, "direct", false, "with -target kafka*: RTT 0 cases connect to the node's DIRECT listener instead of through the harness proxy, which runs in this process and at RTT 0 only copies bytes (its CPU counts as the Go clients' and not java's, and all share 2 cores)")
+	fs.BoolVar(&o.brokerTimes, "broker-times", false, "with -target kafka*: turn Kafka's request logger to DEBUG and print, per case, the broker's own time per produce request (total, handler queue, local, response queue, send) and how busy the client's connection kept it; the logging costs broker CPU, so not for headline figures")
 	fs.DurationVar(&o.primeKafka, "prime", 10*time.Second, "with -target kafka*: how long a throwaway kgo case (RTT 0, 16 partitions) warms the fresh broker JVM before the measured cases (0 = none)")
 	fs.Float64Var(&o.rate, "rate", 0, "open loop: offer this many `records/s` (latency from the intended send time) instead of producing as fast as the client accepts (java: ProducerPerformance --throughput, its latency from send() over the records after --warmup)")
 	fs.IntVar(&o.repeat, "repeat", 1, "rounds of every case, clients alternating within each round")
@@ -688,6 +717,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-topics %d: must be >= 1", o.topics)
 	case o.topics > slices.Min(o.partitions):
 		return o, fmt.Errorf("-topics %d: more topics than partitions (%d)", o.topics, slices.Min(o.partitions))
+	case o.brokerTimes && o.target == "embedded":
+		return o, errors.New("-broker-times: needs -target kafka or kafka-stock")
 	case o.direct && o.target == "embedded":
 		return o, errors.New("-direct: needs -target kafka or kafka-stock")
 	case o.target != "embedded" && o.bandwidth > 0:
