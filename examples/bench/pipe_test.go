@@ -91,3 +91,22 @@ func kgoE2E(write, wait time.Duration) kgo.BrokerE2E {
 func kgoBatch(bytes int) kgo.ProduceBatchMetrics {
 	return kgo.ProduceBatchMetrics{NumRecords: 1, UncompressedBytes: bytes, CompressedBytes: bytes}
 }
+
+// TestFreeList checks the record free list: put keeps at most max, take
+// hands over at most freeBatch at a time and removes them, drop empties it.
+func TestFreeList(t *testing.T) {
+	f := newFreeList[int](freeBatch + 10)
+	for i := range freeBatch + 20 {
+		f.put(i)
+	}
+	got := f.take(nil)
+	require.Len(t, got, freeBatch)
+	assert.Equal(t, 10, got[0], "the most recently kept freeBatch; the 10 over max were not kept")
+	assert.Equal(t, freeBatch+9, got[freeBatch-1])
+	got = f.take(got)
+	assert.Equal(t, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, got, "the rest, into the same slice")
+	assert.Empty(t, f.take(got))
+	f.put(1)
+	f.drop()
+	assert.Empty(t, f.take(nil))
+}
