@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"errors"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -109,4 +111,39 @@ func TestFreeList(t *testing.T) {
 	f.put(1)
 	f.drop()
 	assert.Empty(t, f.take(nil))
+}
+
+// TestPrintPipe checks the pipeline table's row: in flight against the
+// window, the response's excess over the RTT, the proxy's lateness per
+// chunk, batch fill and wire bytes against the bound; a case without a
+// trace (java) has no row.
+func TestPrintPipe(t *testing.T) {
+	byName := map[string]clientKind{}
+	for _, k := range allClients {
+		byName[k.name] = k
+	}
+	lh := result{rtt: 50 * time.Millisecond, partitions: 1, batch: 16384, client: byName["lh-w50"], round: 2, window: 50,
+		boundMBps: 16.384, proxyChunks: 4, proxyLate: 2 * time.Millisecond,
+		pipe: pipeWindow{resp: []time.Duration{51 * time.Millisecond, 53 * time.Millisecond}, batchesPerSec: 1000,
+			bytesPerSec: 1000 * 15556, inFlight: 50, measured: true, limit: 50}}
+	java := result{rtt: 50 * time.Millisecond, partitions: 1, batch: 16384, client: byName["java"], round: 2}
+	var out bytes.Buffer
+	printPipe(&out, []result{lh, java})
+	var rows []string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "| 50ms") {
+			rows = append(rows, line)
+		}
+	}
+	require.Len(t, rows, 1, out.String())
+	f := strings.Split(rows[0], "|")
+	assert.Equal(t, "lh-w50 #2", strings.TrimSpace(f[4]))
+	assert.Equal(t, "50.0", strings.TrimSpace(f[5]))
+	assert.Equal(t, "100% of 50", strings.TrimSpace(f[6]))
+	assert.Equal(t, "51.00ms / 53.00ms / 52.00ms", strings.TrimSpace(f[7]))
+	assert.Equal(t, "2.00ms", strings.TrimSpace(f[8]), "mean response minus the RTT")
+	assert.Equal(t, "0.50ms", strings.TrimSpace(f[9]), "proxy lateness per chunk")
+	assert.Equal(t, "15556 (94.9%)", strings.TrimSpace(f[10]))
+	assert.Equal(t, "15.6", strings.TrimSpace(f[11]))
+	assert.Equal(t, "94.9%", strings.TrimSpace(f[12]), "wire bytes against the 16.384 MB/s bound")
 }
