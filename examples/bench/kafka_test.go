@@ -120,6 +120,8 @@ func TestPacer(t *testing.T) {
 		assert.Equal(t, start.Add(time.Duration(i)*time.Millisecond), stamp(p))
 	}
 	assert.WithinDuration(t, time.Now(), stamp(nil), time.Second, "closed loop stamps now")
+	assert.Contains(t, stamp(nil).String(), " m=+", "with a monotonic reading, so time.Since reads one clock")
+	assert.NotContains(t, time.Unix(0, 0).String(), " m=+", "negative control: what the check rejects")
 	q := newPacer(1000)
 	assert.Equal(t, time.Millisecond, q.interval)
 	q.i = 20 // ahead of schedule: next waits until its intended time
