@@ -89,6 +89,9 @@ type options struct {
 	direct bool
 	// brokerTimes: read Kafka's request log per case (--broker-times).
 	brokerTimes bool
+	// warmRound: run one round 0 of every client first, printed but left
+	// out of the summaries (--warm-round).
+	warmRound bool
 	// primeKafka is how long a throwaway kgo case runs on a fresh Kafka
 	// node before the measured cases.
 	primeKafka time.Duration
@@ -252,8 +255,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				// one client later (A B C, B C A, C A B), so a change
 				// in machine load hits every client alike and no
 				// client always runs first, against a colder broker.
-				for round := 1; round <= o.repeat; round++ {
-					for _, k := range roundOrder(o.clients, round) {
+				first := 1
+				if o.warmRound {
+					first = 0 // round 0: run and printed, not counted
+				}
+				for round := first; round <= o.repeat; round++ {
+					for _, k := range roundOrder(o.clients, max(round, 1)) {
 						if ctx.Err() != nil {
 							return 1
 						}
@@ -273,8 +280,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 						if r.records == 0 || r.failed > 0 {
 							status = 1
 						}
-						printRow(stdout, r, o.repeat > 1)
-						results = append(results, r)
+						printRow(stdout, r, o.repeat > 1 || o.warmRound)
+						if round > 0 {
+							results = append(results, r)
+						}
 					}
 				}
 			}
@@ -601,6 +610,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.brokerTimes, "broker-times", false, "with -target kafka*: turn Kafka's request logger to DEBUG and print, per case of a Go client, the broker's own time per produce request (total, handler queue, local, response queue, send) and how busy the client's connection kept it; the logging costs broker CPU, so not for headline figures")
 	fs.DurationVar(&o.primeKafka, "prime", 10*time.Second, "with -target kafka*: how long a throwaway kgo case (RTT 0, 16 partitions) warms the fresh broker JVM before the measured cases (0 = none)")
 	fs.Float64Var(&o.rate, "rate", 0, "open loop: offer this many `records/s` (latency from the intended send time) instead of producing as fast as the client accepts (java: ProducerPerformance --throughput, its latency from send() over the records after --warmup)")
+	fs.BoolVar(&o.warmRound, "warm-round", false, "run a round 0 of every client (in round 1's order) before the measured rounds; its rows print as #0 and are left out of the ratio and other summary tables (on Kafka the first round after the prime runs against a slower broker)")
 	fs.IntVar(&o.repeat, "repeat", 1, "rounds of every case, clients alternating within each round")
 	fs.IntVar(&o.recordSize, "record", 1024, "record value size in `bytes`")
 	fs.IntVar(&o.topics, "topics", 1, "spread each case's partitions over this many topics (as evenly as they go); records go to the topics in turn")

@@ -259,3 +259,49 @@ func TestOwnValues(t *testing.T) {
 	require.Contains(t, out.String(), "| lh-w5 |")
 	require.Contains(t, out.String(), "| kgo |")
 }
+
+// TestWarmRound checks --warm-round: round 0 of every client runs and
+// prints as #0, and the ratio table summarizes rounds 1..repeat only (its
+// MB/s range is exactly that of the #1 and #2 rows).
+func TestWarmRound(t *testing.T) {
+	var out, errw bytes.Buffer
+	code := run(context.Background(), []string{"--quick", "--warm-round", "--repeat", "2", "--rtt", "0", "--clients", "lh-w20,kgo"}, &out, &errw)
+	require.Equal(t, 0, code, "stderr: %s", errw.String())
+	mbps := map[string][]string{} // client -> MB/s of rounds 1 and 2
+	warm := 0
+	inRatios := false
+	var ratioRange string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "Ratios over") {
+			inRatios = true
+		}
+		f := strings.Split(line, "|")
+		if len(f) < 6 {
+			continue
+		}
+		name := strings.TrimSpace(f[4])
+		switch {
+		case inRatios && name == "lh-w20":
+			ratioRange = strings.TrimSpace(f[5])
+		case !inRatios && strings.HasSuffix(name, " #0"):
+			warm++
+		case !inRatios && (strings.HasSuffix(name, " #1") || strings.HasSuffix(name, " #2")):
+			client := strings.Fields(name)[0]
+			mbps[client] = append(mbps[client], strings.TrimSpace(f[5]))
+		}
+	}
+	assert.Equal(t, 2, warm, "one round-0 row per client:\n%s", out.String())
+	require.Len(t, mbps["lh-w20"], 2, out.String())
+	lo, hi := mbps["lh-w20"][0], mbps["lh-w20"][1]
+	if parseF(t, lo) > parseF(t, hi) {
+		lo, hi = hi, lo
+	}
+	assert.Contains(t, ratioRange, "("+lo+"-"+hi+")", "the ratio table's range is rounds 1 and 2 only:\n%s", out.String())
+}
+
+func parseF(t *testing.T, s string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(s, 64)
+	require.NoError(t, err)
+	return v
+}
