@@ -326,7 +326,7 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) e
 	b.records = append(b.records, pr)
 	b.memory += int64(pr.size)
 	p.growMemory(b)
-	full := b.builder.EncodedLen() >= p.cfg.batchSize
+	full := protocol.RecordBatchOverhead+b.builder.EncodedLen() >= p.cfg.batchSize
 	if full {
 		b.builder.Sum()
 		p.sealLocked(ps)
@@ -352,10 +352,13 @@ func (p *Producer) queuedFunc(t *topicState) func(int32) int {
 	return func(i int32) int { return t.parts[i].queued() }
 }
 
-// maxBatchBody is the most record bytes one batch may carry: batch.size,
-// or more for a single large record, never past max.request.size.
+// maxBatchBody is the most record bytes a batch of two or more records may
+// carry: batch.size less the RecordBatch header, or max.request.size's less
+// if smaller. A batch's first record always fits (a larger one is a batch
+// of its own; Produce refuses one past max.request.size). Negative for a
+// batch.size below the header: every record is a batch of its own.
 func (p *Producer) maxBatchBody() int {
-	return min(p.cfg.batchSize, p.cfg.maxRequestSize-protocol.RecordBatchOverhead)
+	return min(p.cfg.batchSize, p.cfg.maxRequestSize) - protocol.RecordBatchOverhead
 }
 
 // sealLocked closes ps's open batch for new records and queues it.

@@ -127,7 +127,7 @@ var properties = append([]property{
 	}},
 	{"max.in.flight.requests.per.connection", "5", "produce requests in flight per broker connection, at least 1; values above 5 are fine with idempotence (KIP-1269)",
 		intSetter(1, math.MaxInt32, func(c *config, n int) { c.maxInFlightPerConn = n })},
-	{"batch.size", "16384", "target bytes per batch, per partition",
+	{"batch.size", "16384", "target bytes per batch, per partition, its 61-byte header included (as Java counts)",
 		intSetter(1, math.MaxInt32, func(c *config, n int) { c.batchSize = n })},
 	{"linger.ms", "5", "how long a batch may wait for more records, in ms",
 		durationSetter(0, func(c *config, d time.Duration) { c.linger = d })},
