@@ -2,10 +2,9 @@ package producer
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
-
-	"golang.org/x/sync/semaphore"
 )
 
 // memBudget is buffer.memory. Produce acquires a record's worst-case
@@ -18,33 +17,93 @@ import (
 // that grows under Producer.mu cannot wait: Force takes the growth at
 // once, past the limit if need be, and the next releases pay that back
 // before Produce may acquire again.
+//
+// Acquiring while bytes are free and nobody waits is one compare-and-swap
+// on free, without the lock: Produce acquires once per record, and a lock
+// there (plus the context's done channel a semaphore polls) cost a few
+// percent of the producer's CPU at 1 KiB records. free only grows under
+// mu (Release), which is also where waiters queue, so a waiter that found
+// too little free cannot miss the release that frees enough.
 type memBudget struct {
-	sem  *semaphore.Weighted
-	mu   sync.Mutex
-	debt int64        // forced beyond the limit, paid back first by Release
-	held atomic.Int64 // bytes held: acquired and forced, not yet released
+	limit   int64
+	free    atomic.Int64 // limit minus the bytes acquired or forced and not released
+	waiting atomic.Int32 // len(waiters): the lock-free path runs only at 0
+
+	mu      sync.Mutex
+	debt    int64 // forced beyond the limit, paid back first by Release
+	waiters []*memWaiter
+}
+
+// memWaiter is an Acquire blocked until n bytes are free, in FIFO order.
+type memWaiter struct {
+	n     int64
+	ready chan struct{} // closed once the bytes are taken for it
 }
 
 func newMemBudget(limit int64) *memBudget {
-	return &memBudget{sem: semaphore.NewWeighted(limit)}
+	m := &memBudget{limit: limit}
+	m.free.Store(limit)
+	return m
 }
 
-// Acquire blocks until n bytes are free or ctx is done.
+// take takes n bytes from free if that many are free, without waiting.
+func (m *memBudget) take(n int64) bool {
+	for {
+		f := m.free.Load()
+		if f < n {
+			return false
+		}
+		if m.free.CompareAndSwap(f, f-n) {
+			return true
+		}
+	}
+}
+
+// Acquire blocks until n bytes are free or ctx is done. Waiters are served
+// in order: a small request does not pass a large one queued before it
+// (except one that found the queue empty in the instant the large one
+// joined it). If ctx is already done Acquire fails even when bytes are
+// free.
 func (m *memBudget) Acquire(ctx context.Context, n int64) error {
-	if err := m.sem.Acquire(ctx, n); err != nil {
+	if err := ctx.Err(); err != nil {
 		return err
 	}
-	m.held.Add(n)
-	return nil
+	if m.waiting.Load() == 0 && m.take(n) {
+		return nil
+	}
+	m.mu.Lock()
+	if len(m.waiters) == 0 && m.take(n) {
+		m.mu.Unlock()
+		return nil
+	}
+	w := &memWaiter{n: n, ready: make(chan struct{})}
+	m.waiters = append(m.waiters, w)
+	m.waiting.Store(int32(len(m.waiters)))
+	m.mu.Unlock()
+	select {
+	case <-w.ready:
+		return nil
+	case <-ctx.Done():
+	}
+	m.mu.Lock()
+	select {
+	case <-w.ready:
+		// Served after ctx ended: give the bytes back.
+		m.free.Add(n)
+	default:
+		i := slices.Index(m.waiters, w)
+		m.waiters = slices.Delete(m.waiters, i, i+1)
+		m.waiting.Store(int32(len(m.waiters)))
+	}
+	// Whoever queued behind w may fit now.
+	m.notifyLocked()
+	m.mu.Unlock()
+	return ctx.Err()
 }
 
-// TryAcquire takes n bytes if they are free now.
+// TryAcquire takes n bytes if they are free now and nobody waits.
 func (m *memBudget) TryAcquire(n int64) bool {
-	if !m.sem.TryAcquire(n) {
-		return false
-	}
-	m.held.Add(n)
-	return true
+	return m.waiting.Load() == 0 && m.take(n)
 }
 
 // Force takes n bytes without waiting, past the limit if need be.
@@ -52,13 +111,12 @@ func (m *memBudget) Force(n int64) {
 	if n <= 0 {
 		return
 	}
-	m.held.Add(n)
 	// Under mu with Release's payback, so no release can slip between a
-	// failed TryAcquire and the debt it leaves and hand Produce bytes
-	// that pay for nothing.
+	// failed take and the debt it leaves and hand Produce bytes that pay
+	// for nothing.
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.sem.TryAcquire(n) {
+	if len(m.waiters) > 0 || !m.take(n) {
 		m.debt += n
 	}
 }
@@ -68,18 +126,37 @@ func (m *memBudget) Release(n int64) {
 	if n <= 0 {
 		return
 	}
-	m.held.Add(-n)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	paid := min(m.debt, n)
 	m.debt -= paid
 	if n > paid {
-		m.sem.Release(n - paid)
+		if m.free.Add(n-paid) > m.limit {
+			panic("producer: buffer.memory released more than held")
+		}
+		m.notifyLocked()
 	}
 }
 
-// Held returns the bytes held now.
-func (m *memBudget) Held() int64 { return m.held.Load() }
+// notifyLocked serves queued waiters in order while the first one fits.
+func (m *memBudget) notifyLocked() {
+	k := 0
+	for k < len(m.waiters) && m.take(m.waiters[k].n) {
+		close(m.waiters[k].ready)
+		k++
+	}
+	if k > 0 {
+		m.waiters = slices.Delete(m.waiters, 0, k)
+		m.waiting.Store(int32(len(m.waiters)))
+	}
+}
+
+// Held returns the bytes held now: acquired and forced, not yet released.
+func (m *memBudget) Held() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.limit - m.free.Load() + m.debt
+}
 
 // growMemory makes b hold at least its buffer's capacity, taking the
 // difference: called as records are placed.
