@@ -82,43 +82,55 @@ func TestMemBudgetCancelledWaiter(t *testing.T) {
 
 // TestMemBudgetConcurrentNeverOverLimit: under concurrent acquires,
 // releases and cancellations the bytes acquired (not forced) never exceed
-// the limit, and everything comes back. Run with -race.
+// the limit, and everything comes back. Run with -race. Negative control
+// (memBudget.regressUnbounded): a take that does not check the free bytes
+// goes past the limit, and the test sees it.
 func TestMemBudgetConcurrentNeverOverLimit(t *testing.T) {
 	const limit = 1000
-	m := newMemBudget(limit)
-	var out atomic.Int64 // acquired and not yet released, as the callers see it
-	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(g), 1))
-			for range 2000 {
-				n := int64(1 + rng.IntN(300))
-				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rng.IntN(50))*time.Microsecond)
-				var err error
-				if rng.IntN(4) == 0 {
-					if !m.TryAcquire(n) {
-						err = context.Canceled
+	for _, unbounded := range []bool{false, true} {
+		m := newMemBudget(limit)
+		m.regressUnbounded = unbounded
+		var out, most atomic.Int64 // acquired and not yet released, as the callers see it; its peak
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(uint64(g), 1))
+				for range 2000 {
+					n := int64(1 + rng.IntN(300))
+					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rng.IntN(50))*time.Microsecond)
+					var err error
+					if rng.IntN(4) == 0 {
+						if !m.TryAcquire(n) {
+							err = context.Canceled
+						}
+					} else {
+						err = m.Acquire(ctx, n)
 					}
-				} else {
-					err = m.Acquire(ctx, n)
+					cancel()
+					if err != nil {
+						continue
+					}
+					now := out.Add(n)
+					for peak := most.Load(); now > peak && !most.CompareAndSwap(peak, now); peak = most.Load() {
+					}
+					runtime.Gosched()
+					out.Add(-n)
+					m.Release(n)
 				}
-				cancel()
-				if err != nil {
-					continue
-				}
-				assert.LessOrEqual(t, out.Add(n), int64(limit))
-				runtime.Gosched()
-				out.Add(-n)
-				m.Release(n)
-			}
-		}()
+			}()
+		}
+		wg.Wait()
+		if unbounded {
+			assert.Greater(t, most.Load(), int64(limit), "negative control: an unchecked take goes past the limit")
+			continue
+		}
+		assert.LessOrEqual(t, most.Load(), int64(limit))
+		assert.Zero(t, m.Held())
+		assert.Equal(t, int64(limit), m.free.Load())
+		assert.Zero(t, m.waiting.Load())
 	}
-	wg.Wait()
-	assert.Zero(t, m.Held())
-	assert.Equal(t, int64(limit), m.free.Load())
-	assert.Zero(t, m.waiting.Load())
 }
 
 // BenchmarkMemBudgetAcquire is Produce's per-record budget step (Acquire
