@@ -313,7 +313,7 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) e
 			ps.inActive = true
 			p.active = append(p.active, ps)
 		}
-		p.wakeSender() // its linger deadline is new to the sender
+		p.wakeForLinger(now)
 	}
 	growFor(b, pr.size, protocol.RecordBatchOverhead+p.maxBatchBody())
 	if d := pr.data; d != nil {
@@ -341,6 +341,20 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) e
 		t.sticky.move(n, p.queuedFunc(t))
 	}
 	return nil
+}
+
+// wakeForLinger wakes the sender for a batch opened at now, whose linger
+// deadline is new to it, unless the sender sleeps until that deadline or
+// earlier anyway: it then finds the batch when it wakes. At 1,000 keyed
+// partitions a batch opens every few records, and waking the sender for
+// each cost Produce a channel operation, often a thread wake-up, and a
+// sender pass over every partition under Producer.mu. Called with p.mu held.
+func (p *Producer) wakeForLinger(now time.Time) {
+	s := p.s
+	if at := s.sleepUntil.Load(); at != 0 && at <= int64(now.Add(p.cfg.linger).Sub(s.base)) && !p.cfg.regress.wakeEveryBatch {
+		return
+	}
+	p.wakeSender()
 }
 
 // queuedFunc is the adaptive partitioner's view of t's queues, nil when

@@ -51,8 +51,24 @@ func (s *sender) expire(now time.Time) (next time.Time) {
 		clear(t.waiting[len(keep):])
 		t.waiting = keep
 	}
-	// Sealed batches were never sent: failing them leaves no gap.
-	for _, ps := range s.active {
+	// The partitions are walked only when something may be due: nothing
+	// found at the last walk can run out before s.expireAt, and a batch
+	// created since runs out later than all of them; a batch back from
+	// flight lowers s.expireAt itself (retryBatch). A fatal dial or
+	// producer id error fails batches at once, so then every pass walks.
+	// At 1,000 keyed partitions the walk under Producer.mu in every pass
+	// (a pass per response) kept Produce waiting for the lock.
+	if !s.expireAt.IsZero() && now.Before(s.expireAt) && !s.anyFatal(idFatal) && !s.cfg.regress.expireEveryPass {
+		p.mu.Unlock()
+		return earliest(next, s.expireAt)
+	}
+	s.expireWalks.Add(1)
+	var parts time.Time // the partitions' earliest deadline
+	// Sealed batches were never sent: failing them leaves no gap. p.active
+	// rather than s.active: it also holds the partitions that opened a
+	// batch since the last pass, so every batch created before this walk
+	// is seen.
+	for _, ps := range p.active {
 		fatal := s.partitionFatal(ps, idFatal)
 		if ps.open != nil && ps.queued() == 0 && (fatal != nil || now.Sub(ps.open.created) >= timeout) {
 			p.sealLocked(ps) // held open while its partition could not send
@@ -62,9 +78,9 @@ func (s *sender) expire(now time.Time) (next time.Time) {
 			s.failBatch(s.popQueue(ps), cmp.Or(fatal, s.timeoutCause(ps, nil)), false)
 		}
 		if len(ps.queue) > 0 {
-			next = earliest(next, ps.queue[0].created.Add(timeout))
+			parts = earliest(parts, ps.queue[0].created.Add(timeout))
 		} else if ps.open != nil {
-			next = earliest(next, ps.open.created.Add(timeout))
+			parts = earliest(parts, ps.open.created.Add(timeout))
 		}
 	}
 	p.mu.Unlock()
@@ -78,10 +94,27 @@ func (s *sender) expire(now time.Time) (next time.Time) {
 			s.needBump = true
 		}
 		for _, b := range ps.retry {
-			next = earliest(next, b.created.Add(timeout))
+			parts = earliest(parts, b.created.Add(timeout))
 		}
 	}
-	return next
+	s.expireAt = parts
+	return earliest(next, parts)
+}
+
+// anyFatal reports whether some batch may fail at once with
+// ErrAuthentication (partitionFatal): a node's connection failed fatally,
+// or the producer id is missing or being bumped and getting it failed
+// fatally. Nodes are few; partitions may be thousands.
+func (s *sender) anyFatal(idFatal error) bool {
+	if idFatal != nil && (!s.haveID || s.needBump) {
+		return true
+	}
+	for _, n := range s.nodes {
+		if n.conn == nil && fatalCause(n.lastErr) != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // waitingCause says why a record that waited for its topic's partitions

@@ -37,4 +37,6 @@ type regressions struct {
 	stickyStartAlone bool // a record starting a batch on a due sticky partition is placed there alone, then it moves
 	holdAnyRT        bool // issue 19: lingered batches held whatever the response times (a long link too)
 	holdUnbounded    bool // issue 19: a held batch waits for a response however long
+	expireEveryPass  bool // issue 20: expire walks every active partition in every pass, due or not
+	wakeEveryBatch   bool // issue 20: every new batch wakes the sender, whatever its timer
 }

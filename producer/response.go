@@ -359,6 +359,9 @@ func (s *sender) retryBatch(b *batch, cause error, now time.Time) {
 	ps.retry = append(ps.retry, nil)
 	copy(ps.retry[i+1:], ps.retry[i:])
 	ps.retry[i] = b
+	// It was created before the last walk of expire may have looked: its
+	// deadline can be the earliest.
+	s.expireAt = earliest(s.expireAt, b.created.Add(s.cfg.deliveryTimeout))
 	ps.failures++
 	ps.backoffUntil = now.Add(s.backoff(ps.failures))
 }

@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,6 +69,16 @@ type sender struct {
 	visits atomic.Int64 // partitions sendReady visited, for tests (issue 20)
 	reqs   atomic.Int64 // produce requests sent (Stats.ProduceRequests)
 	holds  atomic.Int64 // passes in which a lingered batch was held (heldByNode), for tests (issue 19)
+
+	// sleepUntil is when the sleeping loop's timer fires, in nanoseconds
+	// since base (monotonic); 0 while the loop runs, math.MaxInt64 while
+	// it sleeps with no timer. Produce reads it to skip waking the loop
+	// for a new batch whose linger ends after the timer (wakeForLinger).
+	sleepUntil atomic.Int64
+	base       time.Time
+
+	expireAt    time.Time    // earliest delivery timeout expire's last walk of the partitions found (zero: none)
+	expireWalks atomic.Int64 // expire's walks of the partitions, for tests (issue 20)
 }
 
 type senderStats struct {
@@ -156,7 +167,7 @@ func (s *sender) freeRequest(sr *sentRequest) {
 }
 
 func newSender(p *Producer) *sender {
-	s := &sender{p: p, cfg: &p.cfg, pid: -1, epoch: -1, nodes: make(map[int32]*nodeState)}
+	s := &sender{p: p, cfg: &p.cfg, pid: -1, epoch: -1, nodes: make(map[int32]*nodeState), base: time.Now()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.idPub.Store(-1)
 	return s
@@ -174,6 +185,9 @@ func (s *sender) run() {
 	defer timer.Stop()
 	for {
 		s.loops.Add(1)
+		// Awake: a batch opened from now on wakes the loop again, as this
+		// pass may have looked at its partition before it was opened.
+		s.sleepUntil.Store(0)
 		s.events = s.p.takeEvents(s.events)
 		for i, f := range s.events {
 			f()
@@ -206,8 +220,12 @@ func (s *sender) run() {
 		}
 		var tc <-chan time.Time
 		if !next.IsZero() {
-			timer.Reset(max(next.Sub(now), time.Millisecond))
+			d := max(next.Sub(now), time.Millisecond)
+			s.sleepUntil.Store(int64(now.Sub(s.base) + d))
+			timer.Reset(d)
 			tc = timer.C
+		} else {
+			s.sleepUntil.Store(math.MaxInt64)
 		}
 		select {
 		case <-s.p.wake:

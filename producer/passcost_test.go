@@ -1,0 +1,102 @@
+package producer
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-kafka/longhaul/internal/broker"
+)
+
+// Issue 20, keyed records over 1,000 partitions: a batch opens every few
+// records, and each sender pass walked every partition under Producer.mu.
+// These count what a pass costs, not how long it takes.
+
+// newBatchWakeups opens a batch on each of 200 partitions, one at a time,
+// at one instant of virtual time, letting the sender settle after each, and
+// returns how often the sender loop ran meanwhile.
+func newBatchWakeups(t *testing.T, wakeEveryBatch bool) int64 {
+	const parts = 200
+	var loops int64
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: parts}}})
+		p := memProducer(t, c, n, Linger(50*time.Millisecond),
+			optFunc(func(c *config) error { c.regress.wakeEveryBatch = wakeEveryBatch; return nil }))
+		l := newLedger("a", "t")
+		for part := range int32(parts) {
+			l.produce(p, part, 1, 10)
+		}
+		require.True(t, l.waitAll(time.Minute), "warm-up")
+		time.Sleep(time.Second)
+		l0 := p.s.loops.Load()
+		for part := range int32(parts) {
+			l.produce(p, part, 1, 10)
+			synctest.Wait()
+		}
+		loops = p.s.loops.Load() - l0
+		t.Logf("sender loop iterations for %d new batches within one linger: %d", parts, loops)
+		require.True(t, l.waitAll(time.Minute))
+		require.Empty(t, l.failures())
+	})
+	return loops
+}
+
+// TestNewBatchDoesNotWakeSenderWithTimerSet: a new batch wakes the sender
+// only when the sender would not wake by the batch's linger deadline anyway
+// (wakeForLinger): here the first batch wakes it, and the 199 opened after
+// it, whose linger ends no earlier than the timer it then set, do not. Every
+// batch still goes out (the ledger).
+func TestNewBatchDoesNotWakeSenderWithTimerSet(t *testing.T) {
+	require.LessOrEqual(t, newBatchWakeups(t, false), int64(10), "one wake-up, not one per batch")
+}
+
+// Negative control: with a wake-up per new batch (the old behaviour) the
+// loop runs once per batch.
+func TestNewBatchDoesNotWakeSenderNegativeControl(t *testing.T) {
+	require.GreaterOrEqual(t, newBatchWakeups(t, true), int64(190), "a wake-up per new batch")
+}
+
+// expireWalksUnderLoad produces one record a millisecond over 100
+// partitions for two seconds of virtual time (open batches all along, each
+// sent after its 5 ms linger) and returns the sender's loop iterations and
+// expire's walks over the partitions in that time.
+func expireWalksUnderLoad(t *testing.T, everyPass bool) (loops, walks int64) {
+	const parts = 100
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{RTT: time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: parts}}})
+		p := memProducer(t, c, n, Linger(5*time.Millisecond), DeliveryTimeout(30*time.Second), RequestTimeout(10*time.Second),
+			optFunc(func(c *config) error { c.regress.expireEveryPass = everyPass; return nil }))
+		l := newLedger("a", "t")
+		for part := range int32(parts) {
+			l.produce(p, part, 1, 10)
+		}
+		require.True(t, l.waitAll(time.Minute), "warm-up")
+		l0, w0 := p.s.loops.Load(), p.s.expireWalks.Load()
+		for i := range 2000 {
+			l.produce(p, int32(i%parts), 1, 10)
+			time.Sleep(time.Millisecond)
+		}
+		loops, walks = p.s.loops.Load()-l0, p.s.expireWalks.Load()-w0
+		t.Logf("sender loop iterations %d, expire walks over the partitions %d", loops, walks)
+		require.True(t, l.waitAll(time.Minute))
+		require.Empty(t, l.failures())
+	})
+	return loops, walks
+}
+
+// TestExpireWalksOnlyWhenDue: expire looks at every partition only when a
+// delivery timeout may be due (the earliest its last walk found), not in
+// every sender pass; the sender still loops hundreds of times.
+func TestExpireWalksOnlyWhenDue(t *testing.T) {
+	loops, walks := expireWalksUnderLoad(t, false)
+	require.GreaterOrEqual(t, loops, int64(200), "the sender is busy")
+	require.Less(t, walks*20, loops, "a walk in fewer than one pass in 20")
+}
+
+// Negative control: walking in every pass (the old behaviour).
+func TestExpireWalksOnlyWhenDueNegativeControl(t *testing.T) {
+	loops, walks := expireWalksUnderLoad(t, true)
+	require.GreaterOrEqual(t, walks*2, loops, "a walk in every pass")
+}
