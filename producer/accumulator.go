@@ -78,6 +78,7 @@ type partitionState struct {
 	open       *batch   // accepting records
 	sealed     []*batch // full or lingered since the sender's last pass, oldest first
 	inActive   bool     // listed in Producer.active
+	inSealedIn bool     // listed in Producer.sealedIn
 	lingerHeld bool     // the open batch lingered while the partition could not send; see sendReady
 	bigBatches bool     // its last sealed batch used more than keepBuffer bytes; see newBatch
 
@@ -91,6 +92,8 @@ type partitionState struct {
 	hasPending    bool
 	queue         []*batch     // sealed batches handed to the sender, not yet sent, oldest first
 	inReady       bool         // listed in sender.ready
+	inLingering   bool         // listed in sender.lingering
+	inSActive     bool         // listed in sender.active
 	inBackoffWait bool         // listed in sender.backoffWait
 	blockedOn     *nodeState   // listed in blockedOn.blocked
 	queuedPub     atomic.Int32 // len(queue), for the adaptive partitioner (under Producer.mu)
@@ -313,6 +316,7 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, now time.Time) e
 			ps.inActive = true
 			p.active = append(p.active, ps)
 		}
+		p.opened = append(p.opened, openedBatch{ps: ps, created: now})
 		p.wakeForLinger(now)
 	}
 	growFor(b, pr.size, protocol.RecordBatchOverhead+p.maxBatchBody())
@@ -386,7 +390,18 @@ func (p *Producer) sealLocked(ps *partitionState) {
 	ps.bigBatches = b.builder.Cap()-b.builder.Free() > keepBuffer
 	p.settleMemory(b)
 	ps.sealed = append(ps.sealed, b)
+	if !ps.inSealedIn {
+		ps.inSealedIn = true
+		p.sealedIn = append(p.sealedIn, ps)
+	}
 	p.wakeSender()
+}
+
+// openedBatch is an entry of Producer.opened: ps opened a batch at
+// created. The entry is stale once ps.open is another batch or none.
+type openedBatch struct {
+	ps      *partitionState
+	created time.Time
 }
 
 // queued is how many sealed batches of ps wait to be sent: those sealed
@@ -416,6 +431,10 @@ func (s *sender) takeSealedLocked(ps *partitionState) {
 	clear(ps.sealed)
 	ps.sealed = ps.sealed[:0]
 	ps.queuedPub.Store(int32(len(ps.queue)))
+	if !ps.inSActive {
+		ps.inSActive = true
+		s.active = append(s.active, ps)
+	}
 	s.markReady(ps)
 }
 

@@ -52,22 +52,27 @@ func (s *sender) expire(now time.Time) (next time.Time) {
 		t.waiting = keep
 	}
 	// The partitions are walked only when something may be due: nothing
-	// found at the last walk can run out before s.expireAt, and a batch
-	// created since runs out later than all of them; a batch back from
-	// flight lowers s.expireAt itself (retryBatch). A fatal dial or
-	// producer id error fails batches at once, so then every pass walks.
-	// At 1,000 keyed partitions the walk under Producer.mu in every pass
-	// (a pass per response) kept Produce waiting for the lock.
-	if !s.expireAt.IsZero() && now.Before(s.expireAt) && !s.anyFatal(idFatal) && !s.cfg.regress.expireEveryPass {
+	// found at the last walk runs out before s.expireAt, and a batch
+	// opened since runs out later (at its creation plus the timeout, after
+	// the walk); a batch back from flight lowers s.expireAt itself
+	// (retryBatch). A fatal dial or producer id error fails batches at
+	// once, so then every pass walks. At 1,000 keyed partitions a walk
+	// under Producer.mu in every pass (a pass per response) kept Produce
+	// waiting for the lock.
+	if now.Before(s.expireAt) && !s.anyFatal(idFatal) && !s.cfg.regress.expireEveryPass {
+		held := len(p.active) > 0 || len(s.active) > 0
 		p.mu.Unlock()
-		return earliest(next, s.expireAt)
+		if held {
+			next = earliest(next, s.expireAt)
+		}
+		return next
 	}
 	s.expireWalks.Add(1)
 	var parts time.Time // the partitions' earliest deadline
 	// Sealed batches were never sent: failing them leaves no gap. p.active
-	// rather than s.active: it also holds the partitions that opened a
-	// batch since the last pass, so every batch created before this walk
-	// is seen.
+	// holds every partition with an open or queued batch: a partition is
+	// listed when it opens a batch, and dropped here once it holds none.
+	keep := p.active[:0]
 	for _, ps := range p.active {
 		fatal := s.partitionFatal(ps, idFatal)
 		if ps.open != nil && ps.queued() == 0 && (fatal != nil || now.Sub(ps.open.created) >= timeout) {
@@ -81,11 +86,19 @@ func (s *sender) expire(now time.Time) (next time.Time) {
 			parts = earliest(parts, ps.queue[0].created.Add(timeout))
 		} else if ps.open != nil {
 			parts = earliest(parts, ps.open.created.Add(timeout))
+		} else {
+			ps.inActive = false
+			continue
 		}
+		keep = append(keep, ps)
 	}
+	clear(p.active[len(keep):])
+	p.active = keep
 	p.mu.Unlock()
 	// Retried batches have sequence numbers: failing one leaves a gap, so
-	// the epoch is bumped before the partition sends again.
+	// the epoch is bumped before the partition sends again. s.active holds
+	// every partition with a batch waiting for retry (takeSealedLocked).
+	s.pruneActive()
 	for _, ps := range s.active {
 		fatal := s.partitionFatal(ps, idFatal)
 		for len(ps.retry) > 0 && (fatal != nil || now.Sub(ps.retry[0].created) >= timeout) {
@@ -97,7 +110,9 @@ func (s *sender) expire(now time.Time) (next time.Time) {
 			parts = earliest(parts, b.created.Add(timeout))
 		}
 	}
-	s.expireAt = parts
+	// Nothing found: a batch opened from now on runs out after now plus
+	// the timeout.
+	s.expireAt = earliest(parts, now.Add(timeout))
 	return earliest(next, parts)
 }
 

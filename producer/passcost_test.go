@@ -100,3 +100,50 @@ func TestExpireWalksOnlyWhenDueNegativeControl(t *testing.T) {
 	loops, walks := expireWalksUnderLoad(t, true)
 	require.GreaterOrEqual(t, walks*2, loops, "a walk in every pass")
 }
+
+// looksWhileLingering opens a batch on each of 400 partitions with a 1 s
+// linger, then seals 50 full batches on 50 of them, one at a time at one
+// instant of virtual time, and returns how many partitions the sender
+// looked at under Producer.mu meanwhile.
+func looksWhileLingering(t *testing.T, walkActive bool) int64 {
+	const parts = 400
+	var looks int64
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: parts}}})
+		p := memProducer(t, c, n, Linger(time.Second), DeliveryTimeout(time.Minute), RequestTimeout(10*time.Second),
+			optFunc(func(c *config) error { c.regress.walkActive = walkActive; return nil }))
+		l := newLedger("a", "t")
+		for part := range int32(parts) {
+			l.produce(p, part, 1, 10)
+		}
+		require.True(t, l.waitAll(time.Minute), "warm-up")
+		for part := range int32(parts) {
+			l.produce(p, part, 1, 10) // lingers for a second
+		}
+		synctest.Wait()
+		l0 := p.s.looks.Load()
+		for part := range int32(50) {
+			l.produce(p, part, 1, 600) // above batch.size: sealed at once
+			synctest.Wait()
+		}
+		looks = p.s.looks.Load() - l0
+		t.Logf("partitions looked at for 50 sealed batches while %d batches linger: %d", parts, looks)
+		require.True(t, l.waitAll(time.Minute))
+		require.Empty(t, l.failures())
+	})
+	return looks
+}
+
+// TestSenderPassLooksOnlyAtChanges: under Producer.mu a sender pass looks
+// only at the partitions with sealed batches, the batches whose linger
+// ended and those kept open past it, not at every partition holding data
+// (issue 20: at 1,000 keyed partitions that walk, in every pass, kept
+// Produce waiting for the lock).
+func TestSenderPassLooksOnlyAtChanges(t *testing.T) {
+	require.LessOrEqual(t, looksWhileLingering(t, false), int64(50*20), "a few looks per sealed batch (one walk is 400)")
+}
+
+// Negative control: the old pass, a walk over every partition holding data.
+func TestSenderPassLooksOnlyAtChangesNegativeControl(t *testing.T) {
+	require.GreaterOrEqual(t, looksWhileLingering(t, true), int64(50*400), "a walk over every partition per pass")
+}

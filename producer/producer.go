@@ -24,7 +24,9 @@ type Producer struct {
 
 	mu        sync.Mutex // guards the following
 	topics    map[string]*topicState
-	active    []*partitionState // partitions holding buffered batches
+	active    []*partitionState // partitions holding buffered batches (pruned by expire's walks)
+	opened    []openedBatch     // open batches in the order they opened, for their linger (sendReady)
+	sealedIn  []*partitionState // partitions with sealed batches for the sender (ps.sealed)
 	closed    bool
 	closing   atomic.Bool   // closed, readable without mu
 	closeDone chan struct{} // closed when the first Close returns

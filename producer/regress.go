@@ -39,4 +39,5 @@ type regressions struct {
 	holdUnbounded    bool // issue 19: a held batch waits for a response however long
 	expireEveryPass  bool // issue 20: expire walks every active partition in every pass, due or not
 	wakeEveryBatch   bool // issue 20: every new batch wakes the sender, whatever its timer
+	walkActive       bool // issue 20: every pass looks at every partition holding data under Producer.mu
 }

@@ -45,7 +45,8 @@ type sender struct {
 	nodes    map[int32]*nodeState
 	nodeList []*nodeState
 
-	active      []*partitionState // partitions holding data, from the last pass
+	active      []*partitionState // partitions whose batches the sender took (takeSealedLocked), until pruneActive finds them empty
+	lingering   []*partitionState // partitions whose batch stayed open past its linger (lingeredKeptOpen)
 	ready       []*partitionState // partitions to visit in the next pass (markReady)
 	visit       []*partitionState // scratch: ready as taken by a pass
 	backoffWait []*partitionState // partitions with a batch waiting for their backoff to end
@@ -79,6 +80,7 @@ type sender struct {
 
 	expireAt    time.Time    // earliest delivery timeout expire's last walk of the partitions found (zero: none)
 	expireWalks atomic.Int64 // expire's walks of the partitions, for tests (issue 20)
+	looks       atomic.Int64 // partitions sendReady looked at under Producer.mu, for tests (issue 20)
 }
 
 type senderStats struct {
@@ -274,53 +276,79 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 
 	s.holdLingered()
 	p.mu.Lock()
-	flushAll := p.closed // Flush seals what it waits for itself (flush.go)
-	s.active = s.active[:0]
-	keep := p.active[:0]
-	for _, ps := range p.active {
-		if b := ps.open; b != nil {
-			deadline := b.created.Add(s.cfg.linger)
-			switch {
-			case flushAll:
-				p.sealLocked(ps)
-			case now.Before(deadline):
-				next = earliest(next, deadline)
-			case ps.lingerHeld && !ps.inReady && !s.rescan:
-				// Found unable to send before, and nothing that could
-				// change that has happened to it since.
-			case s.holding && s.heldByNode(ps, deadline, now, &next):
-				// Its leader queues our requests: the batch keeps filling
-				// until a response frees a slot, for at most the latest
-				// response's time past its linger.
-				// Looked at in every pass while held (the negative control
-				// parks it until the node's next response instead).
-				ps.lingerHeld = s.cfg.regress.holdUnbounded
-			case s.canSendNow(ps) && s.room(ps) > len(ps.queue)+len(ps.sealed):
-				// Every sealed batch goes out in this pass with room to
-				// spare: the lingered tail goes with them, rather than
-				// wait for their acks to wake the sender.
-				p.sealLocked(ps)
-			default:
-				// A lingered batch of a partition that cannot send now
-				// keeps filling, as in the Java client: sealing it would
-				// queue a small batch that takes a whole slot of the
-				// window. An ack marks the partition ready to look again.
-				ps.lingerHeld = true
-			}
+	if p.closed {
+		// Close seals everything (Flush seals what it waits for itself,
+		// flush.go).
+		for _, ps := range p.active {
+			p.sealLocked(ps)
 		}
-		s.takeSealedLocked(ps)
-		if ps.open == nil && len(ps.queue) == 0 && len(ps.retry) == 0 && len(ps.inflight) == 0 {
-			ps.inActive = false
+	}
+	if s.cfg.regress.walkActive {
+		// The old pass: every partition holding data looked at.
+		for _, ps := range p.active {
+			s.looks.Add(1)
+			if b := ps.open; b != nil && !ps.inLingering && !now.Before(b.created.Add(s.cfg.linger)) {
+				ps.inLingering = true
+				s.lingering = append(s.lingering, ps)
+			}
+			s.takeSealedLocked(ps)
+		}
+	}
+	// Only the partitions something may have changed for are looked at,
+	// not every partition holding data: the lingered batches kept open
+	// (s.lingering), the batches whose linger ended (p.opened, in the
+	// order they opened) and the partitions with sealed batches
+	// (p.sealedIn). At 1,000 keyed partitions a walk over all of them
+	// under Producer.mu in every pass kept Produce waiting for the lock.
+	s.looks.Add(int64(len(s.lingering) + len(p.sealedIn)))
+	keepL := s.lingering[:0]
+	for _, ps := range s.lingering {
+		b := ps.open
+		if b == nil || now.Before(b.created.Add(s.cfg.linger)) {
+			// Sealed or withdrawn since; a new batch comes back through
+			// p.opened.
+			ps.inLingering = false
 			continue
 		}
-		keep = append(keep, ps)
-		s.active = append(s.active, ps)
+		if s.lingeredKeptOpen(ps, b.created.Add(s.cfg.linger), now, &next) {
+			keepL = append(keepL, ps)
+		} else {
+			ps.inLingering = false
+		}
 	}
-	clear(p.active[len(keep):])
-	p.active = keep
+	clear(s.lingering[len(keepL):])
+	s.lingering = keepL
+	k := 0
+	for ; k < len(p.opened); k++ {
+		s.looks.Add(1)
+		e := p.opened[k]
+		ps := e.ps
+		if ps.open == nil || !ps.open.created.Equal(e.created) || ps.inLingering {
+			continue // sealed, withdrawn, or looked at above
+		}
+		deadline := e.created.Add(s.cfg.linger)
+		if now.Before(deadline) {
+			next = earliest(next, deadline)
+			break // later entries opened later
+		}
+		if s.lingeredKeptOpen(ps, deadline, now, &next) {
+			ps.inLingering = true
+			s.lingering = append(s.lingering, ps)
+		}
+	}
+	n := copy(p.opened, p.opened[k:])
+	clear(p.opened[n:])
+	p.opened = p.opened[:n]
+	for i, ps := range p.sealedIn {
+		ps.inSealedIn = false
+		s.takeSealedLocked(ps)
+		p.sealedIn[i] = nil
+	}
+	p.sealedIn = p.sealedIn[:0]
 	p.mu.Unlock()
 	if s.rescan {
 		s.rescan = false
+		s.pruneActive()
 		for _, ps := range s.active {
 			s.markReady(ps)
 		}
@@ -410,6 +438,55 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 	clear(s.nodeList)
 	s.nodeList = s.nodeList[:0]
 	return next
+}
+
+// lingeredKeptOpen decides about ps's open batch, whose linger ended at
+// deadline: seal it, or keep it open and filling. It reports whether the
+// batch stays open (sendReady keeps ps in s.lingering to look again).
+// Called with p.mu held.
+func (s *sender) lingeredKeptOpen(ps *partitionState, deadline, now time.Time, next *time.Time) bool {
+	switch {
+	case ps.lingerHeld && !ps.inReady && !s.rescan:
+		// Found unable to send before, and nothing that could change
+		// that has happened to it since.
+		return true
+	case s.holding && s.heldByNode(ps, deadline, now, next):
+		// Its leader queues our requests: the batch keeps filling until a
+		// response frees a slot, for at most the latest response's time
+		// past its linger. Looked at in every pass while held (the
+		// negative control parks it until the node's next response
+		// instead).
+		ps.lingerHeld = s.cfg.regress.holdUnbounded
+		return true
+	case s.canSendNow(ps) && s.room(ps) > len(ps.queue)+len(ps.sealed):
+		// Every sealed batch goes out in this pass with room to spare:
+		// the lingered tail goes with them, rather than wait for their
+		// acks to wake the sender.
+		s.p.sealLocked(ps)
+		return false
+	default:
+		// A lingered batch of a partition that cannot send now keeps
+		// filling, as in the Java client: sealing it would queue a small
+		// batch that takes a whole slot of the window. An ack marks the
+		// partition ready to look again.
+		ps.lingerHeld = true
+		return true
+	}
+}
+
+// pruneActive drops from s.active the partitions with nothing queued,
+// waiting for retry or in flight; takeSealedLocked lists them again.
+func (s *sender) pruneActive() {
+	keep := s.active[:0]
+	for _, ps := range s.active {
+		if len(ps.queue) == 0 && len(ps.retry) == 0 && len(ps.inflight) == 0 {
+			ps.inSActive = false
+			continue
+		}
+		keep = append(keep, ps)
+	}
+	clear(s.active[len(keep):])
+	s.active = keep
 }
 
 // markReady puts ps in the ready set: the next pass looks at it.
