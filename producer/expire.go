@@ -46,7 +46,7 @@ func (s *sender) expire(now time.Time) (next time.Time) {
 			if cause == nil {
 				cause = s.waitingCause(t)
 			}
-			p.failRecordLocked(pr, &DeliveryError{Topic: t.name, Partition: -1, BaseSequence: -1, Err: cause})
+			p.failRecordLocked(pr.pendingRecord, &DeliveryError{Topic: t.name, Partition: -1, BaseSequence: -1, Err: cause})
 		}
 		clear(t.waiting[len(keep):])
 		t.waiting = keep

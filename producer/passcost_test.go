@@ -4,6 +4,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -146,4 +147,11 @@ func TestSenderPassLooksOnlyAtChanges(t *testing.T) {
 // Negative control: the old pass, a walk over every partition holding data.
 func TestSenderPassLooksOnlyAtChangesNegativeControl(t *testing.T) {
 	require.GreaterOrEqual(t, looksWhileLingering(t, true), int64(50*400), "a walk over every partition per pass")
+}
+
+// TestPendingRecordFitsHalfALine: a batch's entry per record is 32 bytes,
+// two to a cache line; what only a record waiting for metadata needs (when
+// it was accepted, its copied bytes) lives in waitingRecord instead.
+func TestPendingRecordFitsHalfALine(t *testing.T) {
+	require.Equal(t, uintptr(32), unsafe.Sizeof(pendingRecord{}))
 }

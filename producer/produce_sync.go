@@ -187,10 +187,10 @@ func (s *sender) withdraw(recs []*Record, cause error) map[*Record]bool {
 		if t == nil {
 			continue // rejected before it reached a topic
 		}
-		t.waiting = slices.DeleteFunc(t.waiting, func(pr pendingRecord) bool {
-			if want[pr.rec] {
-				fail(t, pr)
-				delete(want, pr.rec)
+		t.waiting = slices.DeleteFunc(t.waiting, func(w waitingRecord) bool {
+			if want[w.rec] {
+				fail(t, w.pendingRecord)
+				delete(want, w.rec)
 				return true
 			}
 			return false

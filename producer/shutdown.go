@@ -31,7 +31,7 @@ func (s *sender) shutdown() {
 	defer p.mu.Unlock()
 	for _, t := range p.topics {
 		for _, pr := range t.waiting {
-			p.failRecordLocked(pr, &DeliveryError{Topic: t.name, Partition: -1, BaseSequence: -1, Err: ErrClosed})
+			p.failRecordLocked(pr.pendingRecord, &DeliveryError{Topic: t.name, Partition: -1, BaseSequence: -1, Err: ErrClosed})
 		}
 		t.waiting = nil
 		for _, ps := range t.parts {
