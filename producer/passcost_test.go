@@ -155,3 +155,30 @@ func TestSenderPassLooksOnlyAtChangesNegativeControl(t *testing.T) {
 func TestPendingRecordFitsHalfALine(t *testing.T) {
 	require.Equal(t, uintptr(32), unsafe.Sizeof(pendingRecord{}))
 }
+
+// TestDropOpenedCopiesOnlyPastHalf: dropping the entries a pass looked at
+// leaves the rest in place until they are at most half of p.opened, then
+// moves them to the front, in order.
+func TestDropOpenedCopiesOnlyPastHalf(t *testing.T) {
+	p := &Producer{}
+	parts := make([]*partitionState, 10)
+	for i := range parts {
+		parts[i] = &partitionState{id: int32(i)}
+		p.opened = append(p.opened, openedBatch{ps: parts[i]})
+	}
+	first := &p.opened[0]
+	p.dropOpenedLocked(3)
+	require.Equal(t, 3, p.openedHead, "fewer than half dropped: nothing moved")
+	require.Len(t, p.opened, 10)
+	require.Same(t, first, &p.opened[0], "same array")
+	require.Nil(t, p.opened[0].ps, "dropped entries hold no partition")
+	p.dropOpenedLocked(6)
+	require.Zero(t, p.openedHead, "past half: the rest moved to the front")
+	require.Len(t, p.opened, 4)
+	for i, e := range p.opened {
+		require.Same(t, parts[6+i], e.ps)
+	}
+	p.dropOpenedLocked(4)
+	require.Empty(t, p.opened)
+	require.Zero(t, p.openedHead)
+}

@@ -22,15 +22,16 @@ type Producer struct {
 	limiter *inflight.Limiter // admits batches: windows per partition, slots per node
 	mem     *memBudget
 
-	mu        sync.Mutex // guards the following
-	topics    map[string]*topicState
-	active    []*partitionState // partitions holding buffered batches (pruned by expire's walks)
-	opened    []openedBatch     // open batches in the order they opened, for their linger (sendReady)
-	sealedIn  []*partitionState // partitions with sealed batches for the sender (ps.sealed)
-	closed    bool
-	closing   atomic.Bool   // closed, readable without mu
-	closeDone chan struct{} // closed when the first Close returns
-	nodes     map[int32]*nodeState
+	mu         sync.Mutex // guards the following
+	topics     map[string]*topicState
+	active     []*partitionState // partitions holding buffered batches (pruned by expire's walks)
+	opened     []openedBatch     // open batches in the order they opened, for their linger (sendReady), from openedHead
+	openedHead int
+	sealedIn   []*partitionState // partitions with sealed batches for the sender (ps.sealed)
+	closed     bool
+	closing    atomic.Bool   // closed, readable without mu
+	closeDone  chan struct{} // closed when the first Close returns
+	nodes      map[int32]*nodeState
 
 	// Flush's bookkeeping (flush.go), guarded by mu.
 	gen          uint64        // generation of records accepted now

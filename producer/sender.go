@@ -318,7 +318,7 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 	}
 	clear(s.lingering[len(keepL):])
 	s.lingering = keepL
-	k := 0
+	k := p.openedHead
 	for ; k < len(p.opened); k++ {
 		s.looks.Add(1)
 		e := p.opened[k]
@@ -336,9 +336,7 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 			s.lingering = append(s.lingering, ps)
 		}
 	}
-	n := copy(p.opened, p.opened[k:])
-	clear(p.opened[n:])
-	p.opened = p.opened[:n]
+	p.dropOpenedLocked(k)
 	for i, ps := range p.sealedIn {
 		ps.inSealedIn = false
 		s.takeSealedLocked(ps)
@@ -438,6 +436,20 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 	clear(s.nodeList)
 	s.nodeList = s.nodeList[:0]
 	return next
+}
+
+// dropOpenedLocked drops the entries of p.opened before index k, which a
+// pass looked at. The rest move to the front only once they are at most
+// half the slice, so a pass does not copy the batches still lingering
+// (thousands at 10,000 keyed partitions). Called with p.mu held.
+func (p *Producer) dropOpenedLocked(k int) {
+	clear(p.opened[p.openedHead:k])
+	p.openedHead = k
+	if 2*k >= len(p.opened) {
+		n := copy(p.opened, p.opened[k:])
+		clear(p.opened[n:])
+		p.opened, p.openedHead = p.opened[:n], 0
+	}
 }
 
 // lingeredKeptOpen decides about ps's open batch, whose linger ended at
