@@ -304,6 +304,13 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 	keepL := s.lingering[:0]
 	for _, ps := range s.lingering {
 		b := ps.open
+		if b != nil && ps.lingerHeld && !ps.inReady && !s.rescan {
+			// Held before and nothing changed for it: the batch is the
+			// one held (a new batch clears lingerHeld), so it is not
+			// read (a cache miss per held partition per pass).
+			keepL = append(keepL, ps)
+			continue
+		}
 		if b == nil || now.Before(b.created.Add(s.cfg.linger)) {
 			// Sealed or withdrawn since; a new batch comes back through
 			// p.opened.
