@@ -24,7 +24,14 @@ func TestBufferMemoryHeldUntilCallbacksRan(t *testing.T) {
 	unblock := func() { once.Do(func() { close(release) }) }
 	t.Cleanup(unblock) // runs before the producer's Close, even on failure
 	first := true
-	cb := func(*Record, error) {
+	var errMu sync.Mutex
+	var errs []error // a refusal (ErrBufferFull) would leave the broker short of n
+	cb := func(_ *Record, err error) {
+		if err != nil {
+			errMu.Lock()
+			errs = append(errs, err)
+			errMu.Unlock()
+		}
 		if first {
 			first = false
 			<-release // a slow callback holds up the ones behind it
@@ -34,7 +41,12 @@ func TestBufferMemoryHeldUntilCallbacksRan(t *testing.T) {
 	for i := range n {
 		p.TryProduce(&Record{Topic: "t", Value: make([]byte, 1000), Key: []byte{byte(i)}}, cb)
 	}
-	waitFor(t, "the broker to hold every record", func() bool { return len(c.Records("t", 0)) == n })
+	waitFor(t, "the broker to hold every record", func() bool {
+		errMu.Lock()
+		defer errMu.Unlock()
+		require.Empty(t, errs, "40 records of 1 KB in 4 KiB batches (about 42 KiB) fit buffer.memory; held %d", p.mem.Held())
+		return len(c.Records("t", 0)) == n
+	})
 	require.False(t, p.mem.TryAcquire(budget), "acked records waiting for their callbacks must still hold buffer.memory")
 	unblock()
 	require.NoError(t, p.Flush(context.Background()))
