@@ -290,20 +290,14 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, 
 		b.builder.Sum() // its last record was appended just now: the bytes are in cache
 		p.sealLocked(ps)
 		b = nil
-		if sticky && t.sticky.due(p.cfg.batchSize) && !p.cfg.regress.stickyLeftover {
-			// The sticky partition's batch is full and batch.size bytes
-			// went there: move before placing, so this record opens a
-			// batch on the next partition instead of a one-record
-			// batch left to linger here (every other batch, before).
-			t.sticky.move(n, p.queuedFunc(t))
-			idx = t.sticky.pick(n)
-			ps = t.parts[idx]
-			b, hadOpen = ps.open, ps.open != nil
-		}
-	} else if b == nil && sticky && t.sticky.due(p.cfg.batchSize) && !p.cfg.regress.stickyStartAlone {
-		// The same when the record would start a batch (the last was
-		// sealed by linger or Flush) on a partition batch.size bytes
-		// went to: moving after placing it left it alone in a batch.
+	}
+	// The record would open a batch on a sticky partition batch.size bytes
+	// went to (its batch just filled, or the last was sealed by linger or
+	// Flush): move before placing, so the record opens the next
+	// partition's batch instead of a one-record batch left to linger here.
+	// The knobs bring back placing it first, for each of the two cases.
+	if b == nil && sticky && t.sticky.due(p.cfg.batchSize) &&
+		!(hadOpen && p.cfg.regress.stickyLeftover || !hadOpen && p.cfg.regress.stickyStartAlone) {
 		t.sticky.move(n, p.queuedFunc(t))
 		idx = t.sticky.pick(n)
 		ps = t.parts[idx]
