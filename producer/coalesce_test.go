@@ -21,6 +21,23 @@ type queueShape struct {
 	maxInFlight                       int // requests in flight to the node, sampled every millisecond
 }
 
+// warmOnPartitions starts a broker answering in 10 ms with one topic "t" of
+// parts partitions (window 50) and a producer with the given
+// longhaul.coalesce.requests, and sends one record to every partition, so
+// the connection's fastest answer is known. Call it in a synctest bubble.
+func warmOnPartitions(t *testing.T, parts int32, coalesce int) (*broker.Cluster, *Producer) {
+	c, n := memCluster(t, broker.Config{RTT: 10 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: parts, Window: 50}}})
+	p := memProducer(t, c, n, Linger(5*time.Millisecond), BatchSize(16384),
+		MaxInFlightRequestsPerConnection(64), RequestTimeout(30*time.Second), DeliveryTimeout(time.Minute),
+		Property("longhaul.coalesce.requests", strconv.Itoa(coalesce)))
+	l := newLedger("a", "t")
+	for part := range parts {
+		l.produce(p, part, 1, 30)
+	}
+	require.True(t, l.waitAll(time.Minute), "warm-up")
+	return c, p
+}
+
 // shapeWhileSlow warms a producer up on 50 partitions over a 10 ms round
 // trip, then makes the broker answer in 100 ms (as a busy broker queueing
 // our requests does: ten times the fastest response) and produces one
@@ -30,15 +47,7 @@ func shapeWhileSlow(t *testing.T, coalesce int) queueShape {
 	const parts = 50
 	var shape queueShape
 	synctest.Test(t, func(t *testing.T) {
-		c, n := memCluster(t, broker.Config{RTT: 10 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: parts, Window: 50}}})
-		p := memProducer(t, c, n, Linger(5*time.Millisecond), BatchSize(16384),
-			MaxInFlightRequestsPerConnection(64), RequestTimeout(30*time.Second), DeliveryTimeout(time.Minute),
-			Property("longhaul.coalesce.requests", strconv.Itoa(coalesce)))
-		l := newLedger("a", "t")
-		for part := range int32(parts) {
-			l.produce(p, part, 1, 30)
-		}
-		require.True(t, l.waitAll(time.Minute), "warm-up")
+		c, p := warmOnPartitions(t, parts, coalesce)
 		c.SetRTT(0, 100*time.Millisecond)
 		var acked atomic.Int64
 		cb := func(_ *Record, err error) {

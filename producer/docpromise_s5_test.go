@@ -57,15 +57,7 @@ func TestCoalesceRequestsPropertyDefaultAndRange(t *testing.T) {
 func holdsAfterSlowdown(t *testing.T, slow time.Duration, coalesce int) (holds int64, maxInFlight int) {
 	const parts = 50
 	synctest.Test(t, func(t *testing.T) {
-		c, n := memCluster(t, broker.Config{RTT: 10 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: parts, Window: 50}}})
-		p := memProducer(t, c, n, Linger(5*time.Millisecond), BatchSize(16384),
-			MaxInFlightRequestsPerConnection(64), RequestTimeout(30*time.Second), DeliveryTimeout(time.Minute),
-			Property("longhaul.coalesce.requests", strconv.Itoa(coalesce)))
-		l := newLedger("a", "t")
-		for part := range int32(parts) {
-			l.produce(p, part, 1, 30)
-		}
-		require.True(t, l.waitAll(time.Minute), "warm-up")
+		c, p := warmOnPartitions(t, parts, coalesce)
 		c.SetRTT(0, slow)
 		h0 := p.s.holds.Load()
 		done := make(chan struct{})
