@@ -130,11 +130,7 @@ func TestStatsFieldsMeanWhatTheySay(t *testing.T) {
 		require.Equal(t, int64(-1), st.ProducerID, "before InitProducerId answered")
 		require.Empty(t, st.Partitions)
 
-		send := func(topic string, part int32) *Record {
-			r := &Record{Topic: topic, Value: []byte("v")}
-			r.SetPartition(part)
-			return r
-		}
+		send := func(topic string, part int32) *Record { return toPartition(topic, part, []byte("v")) }
 		// A first batch to b/1 (led by node 1): in flight and gated
 		// until its answer 10 ms later.
 		firstErr := make(chan error, 1)
@@ -311,11 +307,7 @@ func TestMemoryReleasedPerCompletion(t *testing.T) {
 		c, n := memCluster(t, broker.Config{RTT: 10 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: 3, Window: 10}}})
 		const budget = 10000
 		p := memProducer(t, c, n, BufferMemory(budget), MaxRequestSize(budget), BatchSize(16384))
-		rec := func(part int32, size int) *Record {
-			r := &Record{Topic: "t", Value: make([]byte, size)}
-			r.SetPartition(part)
-			return r
-		}
+		rec := func(part int32, size int) *Record { return toPartition("t", part, make([]byte, size)) }
 		require.NoError(t, p.ProduceSync(context.Background(), rec(2, 10)).FirstErr(), "metadata and producer id")
 
 		// A slow callback holds the callback goroutine.
@@ -437,11 +429,7 @@ func TestCoalesceNeverHoldsFullBatchesOrFlush(t *testing.T) {
 		p := memProducer(t, c, n, Linger(5*time.Millisecond), BatchSize(512),
 			MaxInFlightRequestsPerConnection(64), RequestTimeout(30*time.Second), DeliveryTimeout(time.Minute),
 			Property("longhaul.coalesce.requests", "1"), Hooks(slowAfterConnect{c, 100 * time.Millisecond}))
-		rec := func(part int32, size int) *Record {
-			r := &Record{Topic: "t", Value: make([]byte, size)}
-			r.SetPartition(part)
-			return r
-		}
+		rec := func(part int32, size int) *Record { return toPartition("t", part, make([]byte, size)) }
 		// A first response, 100 ms against a 10 ms handshake: the node
 		// queues from now on.
 		require.NoError(t, p.ProduceSync(context.Background(), rec(0, 10)).FirstErr())
@@ -525,11 +513,7 @@ func TestFlushReleasedAtEndOfCallbackPass(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, n := memCluster(t, broker.Config{RTT: 10 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: 3, Window: 10}}})
 		p := memProducer(t, c, n)
-		rec := func(part int32) *Record {
-			r := &Record{Topic: "t", Value: []byte("v")}
-			r.SetPartition(part)
-			return r
-		}
+		rec := func(part int32) *Record { return toPartition("t", part, []byte("v")) }
 		require.NoError(t, p.ProduceSync(context.Background(), rec(2)).FirstErr(), "metadata and producer id")
 
 		// A slow callback holds the callback goroutine while a and b
@@ -571,11 +555,7 @@ func TestCoalesceHoldEndsAfterLatestResponseTime(t *testing.T) {
 		p := memProducer(t, c, n, Linger(5*time.Millisecond), BatchSize(16384),
 			MaxInFlightRequestsPerConnection(64), RequestTimeout(30*time.Second), DeliveryTimeout(time.Minute),
 			Property("longhaul.coalesce.requests", "1"), Hooks(slowAfterConnect{c, 100 * time.Millisecond}))
-		rec := func(part int32) *Record {
-			r := &Record{Topic: "t", Value: []byte("v")}
-			r.SetPartition(part)
-			return r
-		}
+		rec := func(part int32) *Record { return toPartition("t", part, []byte("v")) }
 		require.NoError(t, p.ProduceSync(context.Background(), rec(0)).FirstErr(), "a 100 ms response")
 		c.DropProduceResponses(0, 1)
 		p.Produce(context.Background(), rec(1), func(_ *Record, err error) { assert.NoError(t, err) })

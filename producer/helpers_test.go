@@ -86,6 +86,13 @@ func value(name string, partition int32, seq int, size int) []byte {
 	return testkit.Value(name+"/"+strconv.Itoa(int(partition)), uint64(seq), max(size, 24))
 }
 
+// toPartition returns a record of value for topic's partition part.
+func toPartition(topic string, part int32, value []byte) *Record {
+	r := &Record{Topic: topic, Value: value}
+	r.SetPartition(part)
+	return r
+}
+
 // parseValue is value's inverse.
 func parseValue(v []byte) (name string, partition int32, seq int, ok bool) {
 	id, s, _, ok := testkit.ParseValue(v)
