@@ -368,3 +368,29 @@ func TestDecodeProduceResponseCopiesStringsAliasesTags(t *testing.T) {
 	})
 	assert.Equal(t, []byte("XXXXXXXXX"), tag, "the tag value aliases src")
 }
+
+// TestSetBatchesToRetainOnDecodedPartition: SetBatchesToRetain replaces the
+// window of a partition ParseResponse decoded, whose tags are the shared,
+// read-only map of its window value, without touching that map: the
+// partition reads the new value, the other partition with the old window
+// and a later response still read the old one.
+func TestSetBatchesToRetainOnDecodedPartition(t *testing.T) {
+	resetSharedWindows(t)
+	ps := parseV14(t, windowsResponse()).Topics[0].Partitions
+	old, _, err := BatchesToRetain(14, &ps[1])
+	require.NoError(t, err)
+	SetBatchesToRetain(&ps[0], 64)
+	for i, want := range map[int]int32{0: 64, 1: old} {
+		n, present, err := BatchesToRetain(14, &ps[i])
+		require.NoError(t, err)
+		require.True(t, present)
+		assert.Equal(t, want, n, "partition %d", i)
+	}
+	later := parseV14(t, windowsResponse()).Topics[0].Partitions
+	n, _, err := BatchesToRetain(14, &later[1])
+	require.NoError(t, err)
+	assert.Equal(t, old, n, "a later response's shared window is unchanged")
+	later[1].UnknownTags.Each(func(_ uint32, val []byte) {
+		assert.Equal(t, kbin.AppendInt32(nil, old), val, "the shared map's bytes are unchanged")
+	})
+}

@@ -189,7 +189,8 @@ func ResponseCorrelationID(frame []byte) (int32, error) {
 // ProducerStateBatchesToRetain share one UnknownTags per window value
 // instead of a map each (for the first 32 distinct values the process
 // sees; later ones get a map per partition): they are read-only (read them
-// with [BatchesToRetain]; Set on one would change them all).
+// with [BatchesToRetain], replace the window with [SetBatchesToRetain]; a
+// Set of their own would change them all).
 func ParseResponse(frame []byte, req kmsg.Request, correlationID int32) (kmsg.Response, error) {
 	return parseResponseAt(frame, req.Key(), req.GetVersion(), correlationID)
 }

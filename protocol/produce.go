@@ -62,7 +62,12 @@ func BatchesToRetain(version int16, p *kmsg.ProduceResponseTopicPartition) (n in
 // replacing any previous value. [AppendResponse] encodes it only when the
 // response's version is 14 or later (kmsg alone would write unknown tags at
 // every flexible version, v9+). Not safe for concurrent use on the same p.
+// On a partition [ParseResponse] decoded, whose tags are shared with every
+// partition of the same window, p gets tags of its own first.
 func SetBatchesToRetain(p *kmsg.ProduceResponseTopicPartition, n int32) {
+	if _, shared := sharedWindowValue(&p.UnknownTags); shared {
+		p.UnknownTags = kmsg.Tags{} // they hold tag 1 alone
+	}
 	p.UnknownTags.Set(tagBatchesToRetain, kbin.AppendInt32(nil, n))
 }
 
