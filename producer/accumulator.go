@@ -286,18 +286,25 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, 
 	ps := t.parts[idx]
 	b := ps.open
 	hadOpen := b != nil
-	if b != nil && b.builder.NumRecords() > 0 && b.builder.EncodedLen()+pr.size > p.maxBatchBody() {
-		b.builder.Sum() // its last record was appended just now: the bytes are in cache
-		p.sealLocked(ps)
-		b = nil
-	}
-	// The record would open a batch on a sticky partition batch.size bytes
-	// went to (its batch just filled, or the last was sealed by linger or
-	// Flush): move before placing, so the record opens the next
-	// partition's batch instead of a one-record batch left to linger here.
-	// The knobs bring back placing it first, for each of the two cases.
-	if b == nil && sticky && t.sticky.due(p.cfg.batchSize) &&
-		!(hadOpen && p.cfg.regress.stickyLeftover || !hadOpen && p.cfg.regress.stickyStartAlone) {
+	for {
+		if b != nil && b.builder.NumRecords() > 0 && b.builder.EncodedLen()+pr.size > p.maxBatchBody() {
+			b.builder.Sum() // its last record was appended just now, if it is sticky: the bytes are in cache
+			p.sealLocked(ps)
+			b = nil
+		}
+		// The record would open a batch on a sticky partition
+		// batch.size bytes went to (its batch just filled, or the last
+		// was sealed by linger or Flush): move before placing, so the
+		// record opens the next partition's batch instead of a
+		// one-record batch left to linger here. The knobs bring back
+		// placing it first, for each of the two cases. The partition
+		// moved to may hold an open batch (keyed or fixed records): go
+		// round once more for the fit check. A move resets due, so
+		// there is no third round.
+		if b != nil || !sticky || !t.sticky.due(p.cfg.batchSize) ||
+			hadOpen && p.cfg.regress.stickyLeftover || !hadOpen && p.cfg.regress.stickyStartAlone {
+			break
+		}
 		t.sticky.move(n, p.queuedFunc(t))
 		idx = t.sticky.pick(n)
 		ps = t.parts[idx]

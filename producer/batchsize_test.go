@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
@@ -46,7 +47,7 @@ func TestBatchSizeCountsTheHeader(t *testing.T) {
 			for range tc.records {
 				r := &Record{Topic: "t", Value: value}
 				r.SetPartition(0)
-				p.Produce(context.Background(), r, func(_ *Record, err error) { require.NoError(t, err) })
+				p.Produce(context.Background(), r, func(_ *Record, err error) { assert.NoError(t, err) })
 			}
 			require.NoError(t, p.Flush(context.Background()))
 			st := p.Stats()
@@ -77,12 +78,54 @@ func TestRecordLargerThanBatchSizeGoesAlone(t *testing.T) {
 		for _, size := range []int{100, 100, 3000, 100, 100} {
 			r := &Record{Topic: "t", Value: make([]byte, size)}
 			r.SetPartition(0)
-			p.Produce(context.Background(), r, func(_ *Record, err error) { require.NoError(t, err) })
+			p.Produce(context.Background(), r, func(_ *Record, err error) { assert.NoError(t, err) })
 		}
 		require.NoError(t, p.Flush(context.Background()))
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		require.Equal(t, []int{2, 1, 2}, h.recs)
 		require.Greater(t, h.bytes[1], 3000)
+	})
+}
+
+// TestStickyMoveKeepsBatchBound: when the sticky partition moves before a
+// keyless record is placed, the partition it moves to may hold a partly
+// filled batch (of keyed or fixed-partition records); the record still
+// goes in only if it fits, so no batch of two or more records passes
+// batch.size (here also max.request.size).
+func TestStickyMoveKeepsBatchBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 2, Window: 20}}})
+		h := &batchSizes{}
+		p := memProducer(t, c, n, BatchSize(1024), MaxRequestSize(1024), Linger(5*time.Millisecond), Hooks(h))
+		require.NoError(t, p.ProduceSync(context.Background(), toPartition("t", 0, []byte("metadata"))).FirstErr())
+		ok := func(_ *Record, err error) { assert.NoError(t, err) }
+		keyless := func() { p.Produce(context.Background(), &Record{Topic: "t", Value: make([]byte, 200)}, ok) }
+		// Two lingered batches of three keyless records: batch.size bytes
+		// went to the sticky partition, neither batch was full, so it is
+		// due and has no open batch.
+		for range 2 {
+			for range 3 {
+				keyless()
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		p.mu.Lock()
+		st := p.topics["t"].sticky
+		p.mu.Unlock()
+		require.True(t, st.due(1024))
+		other := 1 - st.current
+		for range 4 { // 840 bytes of the other partition's 963
+			p.Produce(context.Background(), toPartition("t", other, make([]byte, 200)), ok)
+		}
+		keyless() // moves to other: does not fit its open batch
+		require.NoError(t, p.Flush(context.Background()))
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for i, b := range h.bytes {
+			if h.recs[i] > 1 {
+				assert.LessOrEqual(t, b, 1024, "batch %d of %d records", i, h.recs[i])
+			}
+		}
 	})
 }
