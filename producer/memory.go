@@ -90,8 +90,9 @@ func (m *memBudget) Acquire(ctx context.Context, n int64) error {
 	m.mu.Lock()
 	select {
 	case <-w.ready:
-		// Served after ctx ended: give the bytes back.
-		m.free.Add(n)
+		// Served after ctx ended: give the bytes back, as Release does
+		// (forced debt first).
+		m.releaseLocked(n)
 	default:
 		i := slices.Index(m.waiters, w)
 		m.waiters = slices.Delete(m.waiters, i, i+1)
@@ -130,6 +131,12 @@ func (m *memBudget) Release(n int64) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.releaseLocked(n)
+}
+
+// releaseLocked pays back forced debt first, then frees the rest and
+// serves the waiters it lets in.
+func (m *memBudget) releaseLocked(n int64) {
 	paid := min(m.debt, n)
 	m.debt -= paid
 	if n > paid {
