@@ -121,11 +121,11 @@ func (s *sender) expire(now time.Time) (next time.Time) {
 // or the producer id is missing or being bumped and getting it failed
 // fatally. Nodes are few; partitions may be thousands.
 func (s *sender) anyFatal(idFatal error) bool {
-	if idFatal != nil && (!s.haveID || s.needBump) {
+	if s.idFatal(idFatal) != nil {
 		return true
 	}
 	for _, n := range s.nodes {
-		if n.conn == nil && fatalCause(n.lastErr) != nil {
+		if nodeFatal(n) != nil {
 			return true
 		}
 	}
@@ -151,12 +151,25 @@ func (s *sender) waitingCause(t *topicState) error {
 // producer id and getting one failed fatally.
 func (s *sender) partitionFatal(ps *partitionState, idFatal error) error {
 	if ps.leader >= 0 {
-		if n := s.nodes[ps.leader]; n != nil && n.conn == nil {
-			if err := fatalCause(n.lastErr); err != nil {
-				return err
-			}
+		if err := nodeFatal(s.nodes[ps.leader]); err != nil {
+			return err
 		}
 	}
+	return s.idFatal(idFatal)
+}
+
+// nodeFatal returns the ErrAuthentication cause of n's last failed dial
+// while n has no connection, or nil (also for a nil n).
+func nodeFatal(n *nodeState) error {
+	if n == nil || n.conn != nil {
+		return nil
+	}
+	return fatalCause(n.lastErr)
+}
+
+// idFatal returns idFatal while the producer id is missing or being
+// bumped, or nil: a fatal id error blocks sending only until an id is had.
+func (s *sender) idFatal(idFatal error) error {
 	if !s.haveID || s.needBump {
 		return idFatal
 	}
