@@ -59,18 +59,20 @@ type produceDecoder struct {
 	spare    []kmsg.ProduceResponseTopicPartition // unused part of the partitions' backing array
 }
 
-// arrayLen reads an array length; a negative length is a null array.
-func (d *produceDecoder) arrayLen() int32 {
+// arrayLen reads an array length of elements of at least size bytes each;
+// a negative length is a null array. A length that what is left cannot
+// hold is an error, so a hostile length never sizes an allocation.
+func (d *produceDecoder) arrayLen(size int64) (int32, error) {
+	var n int32
 	if d.flexible {
-		return d.b.CompactArrayLen()
+		n = d.b.CompactArrayLen()
+	} else {
+		n = d.b.ArrayLen()
 	}
-	return d.b.ArrayLen()
-}
-
-// fits reports whether n elements of at least size bytes each can be in what
-// is left.
-func (d *produceDecoder) fits(n int32, size int64) bool {
-	return d.b.Ok() && int64(n)*size <= int64(len(d.b.Src))
+	if !d.b.Ok() || int64(n)*size > int64(len(d.b.Src)) {
+		return 0, kbin.ErrNotEnoughData
+	}
+	return n, nil
 }
 
 func (d *produceDecoder) string() string {
@@ -99,13 +101,13 @@ func readTags(b *kbin.Reader) kmsg.Tags {
 
 func (d *produceDecoder) response(r *kmsg.ProduceResponse) error {
 	b := &d.b
-	n := d.arrayLen()
 	minTopic := int64(minTopicV0)
 	if d.version >= 13 {
 		minTopic = minTopicV13
 	}
-	if !d.fits(n, minTopic) {
-		return kbin.ErrNotEnoughData
+	n, err := d.arrayLen(minTopic)
+	if err != nil {
+		return err
 	}
 	if n > 0 {
 		r.Topics = make([]kmsg.ProduceResponseTopic, n)
@@ -141,9 +143,9 @@ func (d *produceDecoder) nodeEndpoints(r *kmsg.ProduceResponse, val []byte) erro
 	defer func() { d.b = outer }()
 	d.b = kbin.Reader{Src: val}
 	b := &d.b
-	n := d.arrayLen()
-	if !d.fits(n, minNodeEndpoints) {
-		return kbin.ErrNotEnoughData
+	n, err := d.arrayLen(minNodeEndpoints)
+	if err != nil {
+		return err
 	}
 	// A repeated tag 0 reuses the first one's array, as kmsg's does: the
 	// differential test compares nil and empty slices too.
@@ -171,13 +173,13 @@ func (d *produceDecoder) topic(t *kmsg.ProduceResponseTopic, left int) error {
 	} else {
 		t.TopicID = b.Uuid()
 	}
-	n := d.arrayLen()
 	minPart := int64(minPartitionV0)
 	if d.version >= 8 {
 		minPart = minPartitionV8
 	}
-	if !d.fits(n, minPart) {
-		return kbin.ErrNotEnoughData
+	n, err := d.arrayLen(minPart)
+	if err != nil {
+		return err
 	}
 	if n > 0 {
 		t.Partitions = d.partitions(int(n), left, minPart)
@@ -225,9 +227,9 @@ func (d *produceDecoder) partition(p *kmsg.ProduceResponseTopicPartition) error 
 		p.LogStartOffset = b.Int64()
 	}
 	if d.version >= 8 {
-		n := d.arrayLen()
-		if !d.fits(n, minRecordError) {
-			return kbin.ErrNotEnoughData
+		n, err := d.arrayLen(minRecordError)
+		if err != nil {
+			return err
 		}
 		if n > 0 {
 			p.ErrorRecords = make([]kmsg.ProduceResponseTopicPartitionErrorRecord, n)
