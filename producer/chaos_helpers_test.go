@@ -15,6 +15,7 @@ import (
 	"github.com/longhaul-kafka/longhaul/internal/logcheck"
 	"github.com/longhaul-kafka/longhaul/internal/memnet"
 	"github.com/longhaul-kafka/longhaul/internal/testkit"
+	"github.com/longhaul-kafka/longhaul/protocol"
 )
 
 // Helpers for tests on virtual time (testing/synctest): the embedded broker
@@ -349,3 +350,80 @@ func checkOutcome(o outcome) []string {
 
 // firstN returns at most n elements of s, so a failure message stays short.
 func firstN(s []string, n int) []string { return s[:min(n, len(s))] }
+
+// batchBounds checks, as the broker reads them (broker.Config.OnProduce),
+// the size rules of every produce request a producer sends, and keeps the
+// first violations:
+//   - no batch is larger than max.request.size (Produce refuses a record
+//     that would make one: MaxRequestSize's doc);
+//   - a batch of two or more records is at most batch.size, header
+//     included (BatchSize's doc: only a record larger than that goes in a
+//     batch of its own, alone), and at most max.request.size;
+//   - a request carrying two or more batches holds at most
+//     max.request.size bytes of batches (the request's own framing is not
+//     counted, as the Java client counts it); one batch goes alone
+//     whatever its size.
+//
+// Sizes are the RecordBatch's bytes on the wire, as the header's length
+// field gives them (records uncompressed in the chaos test).
+type batchBounds struct {
+	batchSize, maxRequestSize int
+
+	mu         sync.Mutex
+	violations []string
+	batches    int // batches seen
+	// fullest is the largest multi-record batch seen, in bytes, and
+	// bound its bound (min of batch.size and max.request.size): how close
+	// the batches came to the rule, so a run that never fills a batch
+	// shows as such.
+	fullest, bound int
+}
+
+func newBatchBounds(batchSize, maxRequestSize int) *batchBounds {
+	return &batchBounds{batchSize: batchSize, maxRequestSize: maxRequestSize, bound: min(batchSize, maxRequestSize)}
+}
+
+// request checks one produce request's batches (broker.Config.OnProduce).
+func (bb *batchBounds) request(node int32, records [][]byte) {
+	bb.mu.Lock()
+	defer bb.mu.Unlock()
+	bad := func(format string, args ...any) {
+		if len(bb.violations) < 5 {
+			bb.violations = append(bb.violations, "batch size: "+fmt.Sprintf(format, args...))
+		}
+	}
+	total := 0
+	for i, rec := range records {
+		info, err := protocol.ParseBatchHeader(rec)
+		if err != nil {
+			bad("node %d: request's batch %d does not parse: %v", node, i, err)
+			continue
+		}
+		size := int(info.Length) + 12 // the base offset and length fields
+		if size != len(rec) {
+			bad("node %d: request's batch %d is %d of the partition's %d bytes: more than one batch", node, i, size, len(rec))
+		}
+		bb.batches++
+		total += size
+		switch {
+		case size > bb.maxRequestSize:
+			bad("node %d: a batch of %d record(s) is %d bytes, max.request.size %d", node, info.NumRecords, size, bb.maxRequestSize)
+		case info.NumRecords > 1 && size > bb.batchSize:
+			bad("node %d: a batch of %d records is %d bytes, batch.size %d", node, info.NumRecords, size, bb.batchSize)
+		}
+		if info.NumRecords > 1 {
+			bb.fullest = max(bb.fullest, size)
+		}
+	}
+	if len(records) > 1 && total > bb.maxRequestSize {
+		bad("node %d: a request of %d batches carries %d bytes of them, max.request.size %d", node, len(records), total, bb.maxRequestSize)
+	}
+}
+
+// result returns the violations found and the fullest multi-record batch
+// as a fraction of its bound.
+func (bb *batchBounds) result() (violations []string, fullness float64) {
+	bb.mu.Lock()
+	defer bb.mu.Unlock()
+	return append([]string(nil), bb.violations...), float64(bb.fullest) / float64(bb.bound)
+}

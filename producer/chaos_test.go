@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
+	"github.com/longhaul-kafka/longhaul/protocol"
 )
 
 // A randomized mixed-fault test of the whole producer (issue 12), on
@@ -68,6 +69,10 @@ type chaosSchedule struct {
 	// batchSize is batch.size: mostly 512 B (many batches, windows full),
 	// sometimes 4 KiB, so batch buffers grow by doubling (issue 20).
 	batchSize int
+	// maxRequestSize is max.request.size: mostly the default (1 MiB,
+	// never reached), in one schedule in eight 700 B to 2 KiB, below
+	// batch.size or near it, so it bounds batches and requests instead.
+	maxRequestSize int
 	// coalesce is longhaul.coalesce.requests: mostly the default (5), in
 	// one schedule in two 1 or 2, so lingered batches are held (issue 19)
 	// whenever a slowed node's responses take over twice its fastest.
@@ -86,11 +91,14 @@ type chaosSchedule struct {
 	lostTime time.Duration
 	// regress brings back one of issue 12's bugs (negative controls).
 	regress regressions
+	// partitioner, if set, places keyless records instead of the sticky
+	// partitioner (negative controls of chaosCoverage).
+	partitioner Partitioner
 }
 
 func (s *chaosSchedule) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d: %d producer(s), window %d, old node %d, kafka-2.4 node %d, SASL session %v, batch.size %d, coalesce %d\n", s.seed, s.producers, s.window, s.old, s.kafka24, s.session, s.batchSize, s.coalesce)
+	fmt.Fprintf(&b, "seed %d: %d producer(s), window %d, old node %d, kafka-2.4 node %d, SASL session %v, batch.size %d, max.request.size %d, coalesce %d\n", s.seed, s.producers, s.window, s.old, s.kafka24, s.session, s.batchSize, s.maxRequestSize, s.coalesce)
 	for _, st := range s.steps {
 		fmt.Fprintf(&b, "  %7v %s\n", st.at, st.what)
 	}
@@ -249,6 +257,13 @@ func drawSchedule(seed uint64) *chaosSchedule {
 	if sess.IntN(3) == 0 {
 		s.batchSize = 4096
 	}
+	// max.request.size, from its own stream: one schedule in eight bounds
+	// batches (and requests) by it rather than by batch.size.
+	mrs := rand.New(rand.NewPCG(seed, 0x1024))
+	s.maxRequestSize = 1 << 20
+	if mrs.IntN(8) == 0 {
+		s.maxRequestSize = []int{700, 1024, 2048}[mrs.IntN(3)]
+	}
 	// Request coalescing (issue 19) and slow nodes to set it off, from
 	// their own stream: a node answers in 20-100 ms instead of 5 for up to
 	// 800 ms, as a broker queueing requests does.
@@ -343,7 +358,26 @@ func drawAnswers(rng *rand.Rand) ([]broker.Answer, string) {
 // runSchedule runs s inside the current synctest bubble and returns every
 // violation found.
 func runSchedule(t *testing.T, s *chaosSchedule) []string {
-	cfg := broker.Config{Nodes: chaosNodes, RTT: chaosRTT,
+	v, _ := runScheduleCovered(t, s)
+	return v
+}
+
+// scheduleCoverage is what one schedule exercised of what the checker
+// sees fail only if it happens (chaosCoverage).
+type scheduleCoverage struct {
+	holds        int64   // lingered batches held by coalescing, all producers (sender.holds)
+	grownKeyless int     // keyless records written to partitions CreatePartitions added
+	fullness     float64 // the fullest batch of 2+ records, as a fraction of its bound (batchBounds)
+	requestBound bool    // max.request.size was below batch.size: it bounded batches
+}
+
+// runScheduleCovered is runSchedule, also returning what the schedule
+// exercised.
+func runScheduleCovered(t *testing.T, s *chaosSchedule) ([]string, scheduleCoverage) {
+	var cov scheduleCoverage
+	bounds := newBatchBounds(s.batchSize, s.maxRequestSize)
+	cov.requestBound = s.maxRequestSize < s.batchSize
+	cfg := broker.Config{Nodes: chaosNodes, RTT: chaosRTT, OnProduce: bounds.request,
 		Topics: []broker.TopicConfig{{Name: chaosTopic, Partitions: chaosParts, Window: s.window}}}
 	if s.old >= 0 {
 		cfg.OldNodes = []int32{s.old}
@@ -356,6 +390,9 @@ func runSchedule(t *testing.T, s *chaosSchedule) []string {
 		cfg.Kafka24Nodes = []int32{s.kafka24}
 	}
 	var login []Opt
+	if s.partitioner != nil {
+		login = append(login, RecordPartitioner(s.partitioner))
+	}
 	if s.session > 0 {
 		cfg.SASL = saslPlain(s.session)
 		login = append(login, SASL(plain.Auth{User: "alice", Pass: "secret"}.AsMechanism()))
@@ -366,7 +403,7 @@ func runSchedule(t *testing.T, s *chaosSchedule) []string {
 		p, err := New(append(login, BootstrapServers(c.Addr()), Dialer(n.Dial), Linger(time.Duration(i)*time.Millisecond),
 			RetryBackoff(5*time.Millisecond), RetryBackoffMax(50*time.Millisecond),
 			RequestTimeout(chaosReqTimeout), DeliveryTimeout(chaosDelivery),
-			MaxInFlightRequestsPerConnection(20), BatchSize(s.batchSize), BufferMemory(1<<20),
+			MaxInFlightRequestsPerConnection(20), BatchSize(s.batchSize), BufferMemory(1<<20), MaxRequestSize(s.maxRequestSize),
 			Property("longhaul.coalesce.requests", strconv.Itoa(s.coalesce)),
 			optFunc(func(c *config) error { c.regress = s.regress; return nil }),
 			Logger(chaosLogger(i)))...)
@@ -453,6 +490,7 @@ func runSchedule(t *testing.T, s *chaosSchedule) []string {
 		if !memoryReleased(p) {
 			v = append(v, fmt.Sprintf("memory: producer %d: buffer.memory not back to 0 after Close", i))
 		}
+		cov.holds += p.s.holds.Load()
 	}
 	// Keyless records may have gone to partitions CreatePartitions added.
 	o := collectOutcome(c, chaosTopic, max(chaosParts, c.Partitions(chaosTopic)), append(all, tails...)...)
@@ -460,7 +498,115 @@ func runSchedule(t *testing.T, s *chaosSchedule) []string {
 		o.addDeleted(logs)
 	}
 	v = append(v, checkOutcome(o)...)
-	return v
+	for _, inc := range append(append([]map[int32][]logEntry(nil), o.gone...), o.logs) {
+		for part, entries := range inc {
+			for _, e := range entries {
+				if part >= chaosParts && strings.HasSuffix(e.key.prod, "k") {
+					cov.grownKeyless++
+				}
+			}
+		}
+	}
+	bv, fullness := bounds.result()
+	cov.fullness = fullness
+	return append(v, bv...), cov
+}
+
+// chaosCoverage counts, over a run of schedules, those that exercised
+// what the checker can see fail only when it happens: a change that turned
+// coalescing off, or never placed keyless records on partitions a grown
+// topic added, or never filled a batch, would otherwise pass every
+// schedule.
+type chaosCoverage struct {
+	schedules     int
+	held          int // schedules in which a lingered batch was held (coalescing, issue 19)
+	grownKeyless  int // schedules that wrote keyless records to partitions added by CreatePartitions (issue 20)
+	full          int // schedules with a batch of 2+ records within 80-100 % of batch.size or more
+	fullByRequest int // the same, in schedules whose max.request.size was the smaller bound
+}
+
+func (c *chaosCoverage) add(s scheduleCoverage) {
+	c.schedules++
+	if s.holds > 0 {
+		c.held++
+	}
+	if s.grownKeyless > 0 {
+		c.grownKeyless++
+	}
+	if s.fullness >= 0.8 {
+		c.full++
+		if s.requestBound {
+			c.fullByRequest++
+		}
+	}
+}
+
+func (c chaosCoverage) String() string {
+	return fmt.Sprintf("%d schedules: %d held a lingered batch, %d wrote keyless records to grown partitions, %d filled a batch to 80%% of its bound or more (%d of max.request.size)",
+		c.schedules, c.held, c.grownKeyless, c.full, c.fullByRequest)
+}
+
+// gaps returns what fewer than one schedule in a hundred of the run (and
+// at least one) exercised. Seeds 1-10,000 hold a lingered batch in about
+// one in four, write keyless records to grown partitions in one in ten, and
+// fill a batch bounded by max.request.size in one in twenty-five.
+func (c chaosCoverage) gaps() []string {
+	least := max(1, c.schedules/100)
+	var g []string
+	if c.held < least {
+		g = append(g, fmt.Sprintf("coverage: %d of %d schedules held a lingered batch (coalescing)", c.held, c.schedules))
+	}
+	if c.grownKeyless < least {
+		g = append(g, fmt.Sprintf("coverage: %d of %d schedules wrote keyless records to a partition the topic grew by", c.grownKeyless, c.schedules))
+	}
+	if c.full < least {
+		g = append(g, fmt.Sprintf("coverage: %d of %d schedules filled a batch of 2+ records to 80%% of its bound", c.full, c.schedules))
+	}
+	if c.fullByRequest < least {
+		g = append(g, fmt.Sprintf("coverage: %d of %d schedules filled a batch to 80%% of a max.request.size below batch.size", c.fullByRequest, c.schedules))
+	}
+	return g
+}
+
+// TestChaosCoverageNegativeControl: the coverage check of
+// TestChaosMixedFaults passes on seeds 1-100 as drawn and fails, each on
+// its own count, when the same schedules run with what it looks for
+// turned off: coalescing (longhaul.coalesce.requests 0: never hold), the
+// grown partitions (a partitioner placing keyless records on the first
+// chaosParts partitions only, as a producer that never learned of the
+// growth would), full batches (batch.size and max.request.size 1 MiB,
+// never reached).
+func TestChaosCoverageNegativeControl(t *testing.T) {
+	firstParts := PartitionerFunc(func(_ *Record, n int32) (int32, error) { return rand.Int32N(min(n, chaosParts)), nil })
+	for _, tc := range []struct {
+		name  string
+		knob  func(*chaosSchedule)
+		wants []string // the gaps found, by their text
+	}{
+		{"as drawn", func(*chaosSchedule) {}, nil},
+		{"coalescing off", func(s *chaosSchedule) { s.coalesce = 0 }, []string{"held a lingered batch"}},
+		{"grown partitions unused", func(s *chaosSchedule) { s.partitioner = firstParts }, []string{"grew by"}},
+		{"batches never full", func(s *chaosSchedule) { s.batchSize, s.maxRequestSize = 1<<20, 1<<20 },
+			[]string{"of its bound", "below batch.size"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var cov chaosCoverage
+			for seed := uint64(1); seed <= 100; seed++ {
+				s := drawSchedule(seed)
+				tc.knob(s)
+				var sc scheduleCoverage
+				synctest.Test(t, func(t *testing.T) { _, sc = runScheduleCovered(t, s) })
+				cov.add(sc)
+			}
+			t.Logf("%v", cov)
+			g := cov.gaps()
+			require.Len(t, g, len(tc.wants), "gaps: %v", g)
+			for i, w := range tc.wants {
+				require.Contains(t, g[i], w)
+			}
+		})
+	}
 }
 
 func envInt(name string, def int) int {
@@ -500,6 +646,7 @@ func TestChaosMixedFaults(t *testing.T) {
 	var failed atomic.Int64
 	var mu sync.Mutex
 	kinds := map[string][]uint64{}
+	var cov chaosCoverage
 	begin := time.Now()
 	for sh := range shards {
 		t.Run(fmt.Sprintf("shard%d", sh), func(t *testing.T) {
@@ -508,7 +655,11 @@ func TestChaosMixedFaults(t *testing.T) {
 				seed := first + uint64(i)
 				s := drawSchedule(seed)
 				var v []string
-				synctest.Test(t, func(t *testing.T) { v = runSchedule(t, s) })
+				var sc scheduleCoverage
+				synctest.Test(t, func(t *testing.T) { v, sc = runScheduleCovered(t, s) })
+				mu.Lock()
+				cov.add(sc)
+				mu.Unlock()
 				if len(v) == 0 {
 					continue
 				}
@@ -533,8 +684,20 @@ func TestChaosMixedFaults(t *testing.T) {
 		for k, seeds := range kinds {
 			t.Logf("  %s: %d seeds, e.g. %v", k, len(seeds), seeds[:min(8, len(seeds))])
 		}
+		// The shards are done (cleanup runs after the subtests): what
+		// the run exercised, and what it must have.
+		t.Logf("coverage: %v", cov)
+		if total >= chaosCoverageMin {
+			for _, g := range cov.gaps() {
+				t.Error(g)
+			}
+		}
 	})
 }
+
+// chaosCoverageMin is the fewest schedules of a run whose coverage is
+// checked (chaosCoverage.gaps): the -short run's 200 cover it all.
+const chaosCoverageMin = 200
 
 // TestChaosCheckerNegativeControl: the checker finds nothing wrong in a
 // clean run's outcome and finds each doctored defect: a duplicate, a
@@ -650,4 +813,54 @@ func TestChaosCheckerKeyless(t *testing.T) {
 	v = checkOutcome(moved)
 	require.NotEmpty(t, v)
 	require.True(t, strings.HasPrefix(v[0], "lost: partition 0"), "got %v", v)
+}
+
+// TestChaosBatchBoundsNegativeControl: the chaos checker's size rules
+// (batchBounds) pass the batches a producer may send, among them a single
+// record larger than batch.size, and find each oversize one fed to them:
+// two records past batch.size (the bug of c3e6310: 1,106 bytes against
+// 1,024), one record past max.request.size, two batches in one request past
+// max.request.size, and two batches in one partition's records.
+func TestChaosBatchBoundsNegativeControl(t *testing.T) {
+	batch := func(values ...int) []byte {
+		var b protocol.BatchBuilder
+		for _, n := range values {
+			b.Append(1700000000000, nil, make([]byte, n), nil)
+		}
+		out, err := b.Build(nil, protocol.BatchHeader{ProducerID: 1, BaseSequence: 0})
+		require.NoError(t, err)
+		return out
+	}
+	full, alone := batch(400, 400), batch(1500)
+	require.LessOrEqual(t, len(full), 1024)
+	require.Greater(t, len(alone), 1024)
+	bug := batch(400, 400, 200)
+	require.Greater(t, len(bug), 1024)
+	for _, tc := range []struct {
+		name     string
+		requests [][][]byte
+		want     string // "" for none
+	}{
+		{"within bounds", [][][]byte{{full}, {alone}, {full, full}, {batch(10)}}, ""},
+		{"records past batch.size", [][][]byte{{full}, {bug}}, "a batch of 3 records is"},
+		{"record past max.request.size", [][][]byte{{batch(2100)}}, "a batch of 1 record(s) is"},
+		{"request past max.request.size", [][][]byte{{full, alone}}, "a request of 2 batches"},
+		{"two batches in one partition", [][][]byte{{append(batch(10), batch(10)...)}}, "more than one batch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bb := newBatchBounds(1024, 2048)
+			for _, r := range tc.requests {
+				bb.request(0, r)
+			}
+			v, fullness := bb.result()
+			if tc.want == "" {
+				require.Empty(t, v)
+				require.Equal(t, float64(len(full))/1024, fullness)
+				return
+			}
+			require.Len(t, v, 1, "%v", v)
+			require.True(t, strings.HasPrefix(v[0], "batch size: "), v[0])
+			require.Contains(t, v[0], tc.want)
+		})
+	}
 }

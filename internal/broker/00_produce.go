@@ -63,6 +63,15 @@ func handleProduce(c *Cluster, r *request) (kmsg.Response, error) {
 		return &rt.Partitions[len(rt.Partitions)-1]
 	}
 
+	if c.cfg.OnProduce != nil {
+		var records [][]byte
+		for _, qt := range req.Topics {
+			for _, qp := range qt.Partitions {
+				records = append(records, qp.Records)
+			}
+		}
+		c.cfg.OnProduce(r.n.id, records)
+	}
 	badAcks := req.Acks != -1 && req.Acks != 0 && req.Acks != 1
 	oldReject := v14 && r.n.old
 	for _, qt := range req.Topics {

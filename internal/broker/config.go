@@ -95,6 +95,14 @@ type Config struct {
 	// connection must authenticate (SaslHandshake, SaslAuthenticate)
 	// before any request but ApiVersions, or it is closed.
 	SASL *SASLConfig
+	// OnProduce, when set, sees every Produce request a node reads,
+	// before any check: node is the node's id and records holds each
+	// partition's records field (one RecordBatch each, from a correct
+	// client), in request order. Tests use it to check what a client
+	// sends, such as batch and request sizes. It runs with the cluster
+	// lock held: it must not block or call the Cluster, and must not keep
+	// the slices, which are the request frame's bytes.
+	OnProduce func(node int32, records [][]byte)
 }
 
 // SASLConfig configures the SASL listeners of [Config.SASL].
