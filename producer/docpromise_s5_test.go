@@ -394,39 +394,6 @@ func TestCoalesceHandshakeIsTheFastestAnswer(t *testing.T) {
 	})
 }
 
-// TestAdaptivePropertyChoosesByQueues: with
-// partitioner.adaptive.partitioning.enable (the default, true) the sticky
-// partitioner's next partition is chosen from the partitions' queues; off,
-// it is not (uniform).
-func TestAdaptivePropertyChoosesByQueues(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 4}}})
-		def, _ := PropertyDefault("partitioner.adaptive.partitioning.enable")
-		require.Equal(t, "true", def)
-		for _, on := range []bool{true, false} {
-			p := memProducer(t, c, n, Property("partitioner.adaptive.partitioning.enable", strconv.FormatBool(on)))
-			require.NoError(t, p.ProduceSync(context.Background(), &Record{Topic: "t", Value: []byte("v")}).FirstErr())
-			p.mu.Lock()
-			tp := p.topics["t"]
-			q := p.queuedFunc(tp)
-			var want, got []int
-			for i := range int32(4) {
-				want = append(want, tp.parts[i].queued())
-				if q != nil {
-					got = append(got, q(i))
-				}
-			}
-			p.mu.Unlock()
-			if on {
-				require.NotNil(t, q)
-				require.Equal(t, want, got)
-			} else {
-				require.Nil(t, q)
-			}
-		}
-	})
-}
-
 // TestCoalesceNeverHoldsFullBatchesOrFlush: while a node queues (answers in
 // ten times its handshake) and has longhaul.coalesce.requests (1) request
 // in flight, a lingered batch is held (the control: no request goes past

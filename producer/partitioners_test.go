@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -670,4 +671,80 @@ func keylessRecordsPerBatch(t *testing.T, leftover bool) float64 {
 func TestKeylessBatchesFill(t *testing.T) {
 	require.Greater(t, keylessRecordsPerBatch(t, false), 130.0)
 	require.Less(t, keylessRecordsPerBatch(t, true), 100.0)
+}
+
+// keylessAroundBackedUpPartitions builds unequal queues and places keyless
+// records around them: of 4 partitions, 1 and 3 are led by a node that
+// stalls, and 100 records (25 batches) wait for each of them, 5 in flight
+// (the window) and the rest queued; partitions 0 and 2, on the other node,
+// have nothing queued. Then 40 batches' worth of keyless records are
+// produced, a batch's worth each millisecond (the sender drains 0 and 2
+// meanwhile). It returns the queues the sticky partitioner saw and how
+// many keyless records went to each partition, with
+// partitioner.adaptive.partitioning.enable set to adaptive.
+func keylessAroundBackedUpPartitions(t *testing.T, adaptive bool) (queued [4]int, placed [4]int) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{Nodes: 2, Topics: []broker.TopicConfig{{Name: "t", Partitions: 4}}})
+		p := memProducer(t, c, n, Property("partitioner.adaptive.partitioning.enable", strconv.FormatBool(adaptive)))
+		for part := range int32(4) {
+			require.NoError(t, p.ProduceSync(context.Background(), toPartition("t", part, []byte("warm-up"))).FirstErr())
+		}
+		c.Stall(1, 300*time.Millisecond) // less than request.timeout.ms: nothing is retried
+		ok := func(_ *Record, err error) { assert.NoError(t, err) }
+		for range 100 {
+			for _, part := range []int32{1, 3} {
+				p.Produce(context.Background(), toPartition("t", part, make([]byte, 100)), ok)
+			}
+		}
+		time.Sleep(5 * time.Millisecond) // sealed by linger and sent as far as the window allows
+		p.mu.Lock()
+		for i, ps := range p.topics["t"].parts {
+			queued[i] = ps.queued()
+		}
+		p.mu.Unlock()
+		var mu sync.Mutex
+		for range 40 {
+			for range 4 { // about batch.size (512) bytes
+				p.Produce(context.Background(), &Record{Topic: "t", Value: make([]byte, 100)}, func(r *Record, err error) {
+					assert.NoError(t, err)
+					mu.Lock()
+					placed[r.Partition()]++
+					mu.Unlock()
+				})
+			}
+			time.Sleep(time.Millisecond)
+		}
+		require.NoError(t, p.Flush(context.Background()))
+	})
+	t.Logf("adaptive %v: queues %v, keyless records placed %v", adaptive, queued, placed)
+	return queued, placed
+}
+
+// TestAdaptivePropertyChoosesByQueues: with
+// partitioner.adaptive.partitioning.enable (the default, true) the sticky
+// partitioner's next partition is chosen from the partitions' queues: with
+// 20 batches queued on each of two partitions and none on the other two,
+// keyless records go to the backed-up partitions at most until the first
+// move (one batch's worth, if the first sticky partition, drawn at random,
+// was one of them). The negative control turns the property off: the
+// partitioner ignores the queues and moves uniformly, so about two moves in
+// three from a partition without a queue land on a backed-up one.
+func TestAdaptivePropertyChoosesByQueues(t *testing.T) {
+	def, _ := PropertyDefault("partitioner.adaptive.partitioning.enable")
+	require.Equal(t, "true", def)
+	queued, placed := keylessAroundBackedUpPartitions(t, true)
+	require.GreaterOrEqual(t, queued[1], 15, "queued on a stalled partition")
+	require.GreaterOrEqual(t, queued[3], 15, "queued on a stalled partition")
+	require.Zero(t, queued[0]+queued[2], "queued on the others")
+	require.Equal(t, 160, placed[0]+placed[1]+placed[2]+placed[3])
+	require.LessOrEqual(t, placed[1]+placed[3], 8, "keyless records on backed-up partitions: %v", placed)
+}
+
+func TestAdaptivePropertyChoosesByQueuesNegativeControl(t *testing.T) {
+	queued, placed := keylessAroundBackedUpPartitions(t, false)
+	require.GreaterOrEqual(t, queued[1]+queued[3], 30, "the same queues")
+	// Two moves to backed-up partitions out of about twenty, where each
+	// move has one chance in three or more to go to one: the assertion
+	// of TestAdaptivePropertyChoosesByQueues fails.
+	require.Greater(t, placed[1]+placed[3], 8, "keyless records on backed-up partitions: %v", placed)
 }
