@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/crc32"
+	"math/bits"
 	"math/rand/v2"
 	"testing"
 
@@ -29,16 +30,78 @@ func TestCRC32CCombine(t *testing.T) {
 	}
 }
 
-// TestXPowBytesTablesMatchSquaring: the byte tables give the same shift as
-// square-and-multiply, for lengths below 2^32 (the table path) and above.
-func TestXPowBytesTablesMatchSquaring(t *testing.T) {
-	r := rand.New(rand.NewPCG(19, 2))
-	for range 1000 {
-		n := r.Uint64N(1 << 32)
-		require.Equal(t, xPowBits(8*n), xPowBytes(n), "n %d", n)
+// The reference below computes shifts independently of crc32c.go: in the
+// normal representation (bit i is x^i, the polynomial 0x1EDC6F41 plus
+// x^32), with a multiplication by long division, and powers by
+// square-and-multiply on the exponent's bits. TestCRC32CReference ties it
+// to hash/crc32 on real data.
+
+// castagnoliNormal is the Castagnoli polynomial, x^32 included.
+const castagnoliNormal = 1<<32 | 0x1EDC6F41
+
+// refMul returns a*b modulo the polynomial, normal representation.
+func refMul(a, b uint32) uint32 {
+	var prod uint64
+	for i := range 32 {
+		if b>>i&1 != 0 {
+			prod ^= uint64(a) << i
+		}
 	}
-	for _, n := range []uint64{0, 1, 255, 256, 1<<32 - 1, 1 << 32, 1<<40 + 3} {
-		require.Equal(t, xPowBits(8*n), xPowBytes(n), "n %d", n)
+	for i := 63; i >= 32; i-- {
+		if prod>>i&1 != 0 {
+			prod ^= castagnoliNormal << (i - 32)
+		}
+	}
+	return uint32(prod)
+}
+
+// refXPow returns x^e modulo the polynomial, normal representation.
+func refXPow(e uint64) uint32 {
+	result, base := uint32(1), uint32(2) // x^0, x^1
+	for ; e != 0; e >>= 1 {
+		if e&1 != 0 {
+			result = refMul(result, base)
+		}
+		base = refMul(base, base)
+	}
+	return result
+}
+
+// refXPowBytes is x^(8n), the shift of n bytes, in crc32c.go's reversed
+// representation: x^n cubed by squaring three times, so any n works.
+func refXPowBytes(n uint64) uint32 {
+	p := refXPow(n)
+	for range 3 {
+		p = refMul(p, p)
+	}
+	return bits.Reverse32(p)
+}
+
+// TestCRC32CReference: the reference shift joins CRCs as hash/crc32
+// computes them (its CRC of a, shifted by len(b) bytes with refMul, xor
+// the CRC of b, is the CRC of a followed by b), so it is the shift
+// xPowBytes must return.
+func TestCRC32CReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 4))
+	for _, n := range []int{0, 1, 3, 8, 255, 256, 257, 4096, 65537} {
+		a, b := randBytes(r, 1+r.IntN(40)), randBytes(r, n)
+		crcA, crcB := crc32.Checksum(a, crc32c), crc32.Checksum(b, crc32c)
+		shifted := bits.Reverse32(refMul(bits.Reverse32(refXPowBytes(uint64(n))), bits.Reverse32(crcA)))
+		require.Equal(t, crc32.Checksum(append(bytes.Clone(a), b...), crc32c), shifted^crcB, "len(b) %d", n)
+	}
+}
+
+// TestXPowBytesMatchesReference: xPowBytes agrees with the reference below
+// 2^32 bytes (the table path) and above (square-and-multiply over xPow2),
+// where no data could be checksummed to check it.
+func TestXPowBytesMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 2))
+	ns := []uint64{0, 1, 255, 256, 1<<32 - 1, 1 << 32, 1<<32 + 1, 1<<40 + 3, 1<<61 - 1}
+	for range 300 {
+		ns = append(ns, r.Uint64N(1<<32), 1<<32+r.Uint64N(1<<61-1<<32))
+	}
+	for _, n := range ns {
+		require.Equal(t, refXPowBytes(n), xPowBytes(n), "n %d", n)
 	}
 }
 
