@@ -103,6 +103,11 @@ type Config struct {
 	// lock held: it must not block or call the Cluster, and must not keep
 	// the slices, which are the request frame's bytes.
 	OnProduce func(node int32, records [][]byte)
+
+	// reuseKeptFrames reads every request into the previous request's
+	// buffer even when a handler kept it (keepFrame): the bug the
+	// keepFrame rule prevents, for log_test.go's negative control.
+	reuseKeptFrames bool
 }
 
 // SASLConfig configures the SASL listeners of [Config.SASL].

@@ -232,7 +232,10 @@ func (cc *conn) readLoop() {
 		}
 		p, err := cc.handle(frame, readAt)
 		if cc.keepFrame {
-			frame, cc.keepFrame = nil, false
+			cc.keepFrame = false
+			if !c.cfg.reuseKeptFrames {
+				frame = nil
+			}
 		}
 		if err != nil {
 			cc.logClose("request", err)

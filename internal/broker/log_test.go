@@ -39,40 +39,7 @@ func valuesBatch(t testing.TB, pid int64, seq int32, values ...string) []byte {
 func TestLogKeepsPipelinedBatches(t *testing.T) {
 	c := startCluster(t, Config{Topics: []TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
 	w := dialWire(t, c.Addr())
-	var want []string
-	vals := func(n int) []string {
-		var out []string
-		for range n {
-			out = append(out, fmt.Sprintf("value-%04d", len(want)+len(out)))
-		}
-		return out
-	}
-	const n = 20
-	codes := make([]int16, 0, n+3)
-	for i := range n {
-		v := vals(3)
-		w.send(produceReq(c, 14, "t", 0, valuesBatch(t, 1, int32(3*i), v...)))
-		want = append(want, v...)
-		codes = append(codes, 0)
-		switch i {
-		case 5: // a retry of batch 5: answered, not appended
-			w.send(produceReq(c, 14, "t", 0, valuesBatch(t, 1, int32(3*i), v...)))
-			codes = append(codes, 0)
-		case 9: // a gap: refused
-			w.send(produceReq(c, 14, "t", 0, valuesBatch(t, 1, int32(3*i+100), "gap-x-0000", "gap-x-0001", "gap-x-0002")))
-			codes = append(codes, 45) // OUT_OF_ORDER_SEQUENCE_NUMBER
-		case 14: // no producer id: appended too
-			nv := vals(3)
-			w.send(produceReq(c, 14, "t", 0, valuesBatch(t, -1, 0, nv...)))
-			want = append(want, nv...)
-			codes = append(codes, 0)
-		}
-	}
-	for i, code := range codes {
-		sp := partResp(t, w.recv())
-		require.Equal(t, code, sp.ErrorCode, "response %d", i)
-	}
-
+	want := pipelineBatches(t, c, w)
 	got := c.Records("t", 0)
 	require.Len(t, got, len(want))
 	for i, r := range got {
@@ -112,6 +79,102 @@ func TestLogKeepsPipelinedBatches(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, logs, 1)
 	assert.Equal(t, got, logs[0])
+}
+
+// pipelineBatches pipelines TestLogKeepsPipelinedBatches's requests on w,
+// checks their answers and returns the values the log must hold.
+func pipelineBatches(t *testing.T, c *Cluster, w *wireClient) []string {
+	var want []string
+	vals := func(n int) []string {
+		var out []string
+		for range n {
+			out = append(out, fmt.Sprintf("value-%04d", len(want)+len(out)))
+		}
+		return out
+	}
+	const n = 20
+	codes := make([]int16, 0, n+3)
+	for i := range n {
+		v := vals(3)
+		w.send(produceReq(c, 14, "t", 0, valuesBatch(t, 1, int32(3*i), v...)))
+		want = append(want, v...)
+		codes = append(codes, 0)
+		switch i {
+		case 5: // a retry of batch 5: answered, not appended
+			w.send(produceReq(c, 14, "t", 0, valuesBatch(t, 1, int32(3*i), v...)))
+			codes = append(codes, 0)
+		case 9: // a gap: refused
+			w.send(produceReq(c, 14, "t", 0, valuesBatch(t, 1, int32(3*i+100), "gap-x-0000", "gap-x-0001", "gap-x-0002")))
+			codes = append(codes, 45) // OUT_OF_ORDER_SEQUENCE_NUMBER
+		case 14: // no producer id: appended too
+			nv := vals(3)
+			w.send(produceReq(c, 14, "t", 0, valuesBatch(t, -1, 0, nv...)))
+			want = append(want, nv...)
+			codes = append(codes, 0)
+		}
+	}
+	for i, code := range codes {
+		sp := partResp(t, w.recv())
+		require.Equal(t, code, sp.ErrorCode, "response %d", i)
+	}
+	return want
+}
+
+// TestLogKeepsPipelinedBatchesNegativeControl: with the connection reading
+// each request into the buffer a handler kept (Config.reuseKeptFrames),
+// the same pipelined requests leave a log whose stored batches later
+// requests overwrote: the check of TestLogKeepsPipelinedBatches (every
+// record's own value) fails, though every batch was appended.
+func TestLogKeepsPipelinedBatchesNegativeControl(t *testing.T) {
+	c := startCluster(t, Config{Topics: []TopicConfig{{Name: "t", Partitions: 1, Window: 20}}, reuseKeptFrames: true})
+	want := pipelineBatches(t, c, dialWire(t, c.Addr()))
+	got := c.Records("t", 0)
+	require.Len(t, got, len(want), "every batch appended")
+	var values []string
+	for _, r := range got {
+		values = append(values, string(r.Value))
+	}
+	require.NotEqual(t, want, values)
+	require.Equal(t, want[len(want)-3:], values[len(values)-3:], "the last batch, which no later request overwrote, is intact")
+}
+
+// TestOnProduceSeesEveryRequest: Config.OnProduce sees each Produce
+// request a node reads, with its node id and every partition's records in
+// request order, before any check: a batch for a partition the topic does
+// not have and a request with bad acks are seen too, and the hook sees
+// bytes equal to those sent (it must copy what it keeps).
+func TestOnProduceSeesEveryRequest(t *testing.T) {
+	type seen struct {
+		node    int32
+		records []string
+	}
+	var got []seen // written under the cluster lock, read after the answers
+	c := startCluster(t, Config{Nodes: 2, Topics: []TopicConfig{{Name: "t", Partitions: 2}},
+		OnProduce: func(node int32, records [][]byte) {
+			s := seen{node: node}
+			for _, r := range records {
+				s.records = append(s.records, string(r))
+			}
+			got = append(got, s)
+		}})
+	a, b, x := valuesBatch(t, 1, 0, "a"), valuesBatch(t, 2, 0, "b"), valuesBatch(t, 3, 0, "x")
+	two := produceReq(c, 14, "t", 0, a)
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = 7, b // no such partition: refused
+	two.Topics[0].Partitions = append(two.Topics[0].Partitions, rp)
+	badAcks := produceReq(c, 14, "t", 0, x)
+	badAcks.Acks = 2
+
+	w0 := dialWire(t, c.Addr())
+	r := w0.do(two).(*kmsg.ProduceResponse)
+	require.Equal(t, int16(3), r.Topics[0].Partitions[1].ErrorCode, "UNKNOWN_TOPIC_OR_PARTITION")
+	require.Equal(t, int16(21), partResp(t, w0.do(badAcks)).ErrorCode, "INVALID_REQUIRED_ACKS")
+	w1 := dialWire(t, c.Addrs()[1])
+	require.Equal(t, int16(6), partResp(t, w1.do(produceReq(c, 14, "t", 0, x))).ErrorCode, "NOT_LEADER_OR_FOLLOWER: node 1 leads partition 1")
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	require.Equal(t, []seen{{0, []string{string(a), string(b)}}, {0, []string{string(x)}}, {1, []string{string(x)}}}, got)
 }
 
 // TestFetchWakesOnAppend: a Fetch waiting for data is answered by the
