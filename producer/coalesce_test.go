@@ -191,3 +191,43 @@ func TestCoalesceHoldIsBounded(t *testing.T) {
 		}
 	}
 }
+
+// holdsWhenSlowFromStart runs a broker whose every produce response takes
+// 100 ms, ten times its 10 ms handshake (slowAfterConnect), and produces one
+// record to each of 20 partitions every 2 ms for a second with
+// longhaul.coalesce.requests 1; it returns the lingered batches held.
+// handshakeNotRT leaves the handshake's round trip out of the
+// connection's fastest answer.
+func holdsWhenSlowFromStart(t *testing.T, handshakeNotRT bool) int64 {
+	var holds int64
+	synctest.Test(t, func(t *testing.T) {
+		const parts = 20
+		c, n := memCluster(t, broker.Config{RTT: 10 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: parts, Window: 50}}})
+		p := memProducer(t, c, n, Linger(5*time.Millisecond), BatchSize(16384),
+			MaxInFlightRequestsPerConnection(64), RequestTimeout(30*time.Second), DeliveryTimeout(time.Minute),
+			Property("longhaul.coalesce.requests", "1"), Hooks(slowAfterConnect{c, 100 * time.Millisecond}),
+			optFunc(func(c *config) error { c.regress.handshakeNotRT = handshakeNotRT; return nil }))
+		for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+			for part := range int32(parts) {
+				p.Produce(context.Background(), toPartition("t", part, []byte("v")), func(_ *Record, err error) { assert.NoError(t, err) })
+			}
+		}
+		require.NoError(t, p.Flush(context.Background()))
+		holds = p.s.holds.Load()
+	})
+	return holds
+}
+
+// TestCoalesceHandshakeIsTheFastestAnswer: the ApiVersions handshake
+// counts as the connection's fastest answer (DESIGN.md), so a broker that
+// is slow from the first produce request on shows as queueing: its first
+// responses take ten times the handshake and lingered batches are held.
+// The negative control leaves the handshake out (only produce responses
+// compared): no response is ever over twice the fastest, nothing is held.
+func TestCoalesceHandshakeIsTheFastestAnswer(t *testing.T) {
+	require.Positive(t, holdsWhenSlowFromStart(t, false), "lingered batches held for a broker slow from the start")
+}
+
+func TestCoalesceHandshakeIsTheFastestAnswerNegativeControl(t *testing.T) {
+	require.Zero(t, holdsWhenSlowFromStart(t, true))
+}

@@ -104,6 +104,9 @@ func (s *sender) dialed(n *nodeState, addr string, c *protocol.Conn, err error) 
 	// has seen so far: a broker already queueing requests from the
 	// start shows as such (holdLingered).
 	n.rtMin, n.rtLast = c.HandshakeRTT(), 0
+	if s.cfg.regress.handshakeNotRT {
+		n.rtMin = 0
+	}
 	n.connected.Store(true)
 	// A new connection may reach a broker that lost our state: every
 	// partition it leads starts again at 5 with the first-batch gate.

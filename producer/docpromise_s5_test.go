@@ -369,31 +369,6 @@ func (h slowAfterConnect) OnBrokerConnect(node int32, _ string, err error) {
 	}
 }
 
-// TestCoalesceHandshakeIsTheFastestAnswer: the ApiVersions handshake
-// counts as the connection's fastest answer (DESIGN.md), so a broker that
-// is slow from the first produce request on shows as queueing: its first
-// responses take ten times the handshake and lingered batches are held.
-// Without the handshake's time (only produce responses compared) no
-// response would ever be over twice the fastest here.
-func TestCoalesceHandshakeIsTheFastestAnswer(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		const parts = 20
-		c, n := memCluster(t, broker.Config{RTT: 10 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: parts, Window: 50}}})
-		p := memProducer(t, c, n, Linger(5*time.Millisecond), BatchSize(16384),
-			MaxInFlightRequestsPerConnection(64), RequestTimeout(30*time.Second), DeliveryTimeout(time.Minute),
-			Property("longhaul.coalesce.requests", "1"), Hooks(slowAfterConnect{c, 100 * time.Millisecond}))
-		for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
-			for part := range int32(parts) {
-				r := &Record{Topic: "t", Value: []byte("v")}
-				r.SetPartition(part)
-				p.Produce(context.Background(), r, func(_ *Record, err error) { assert.NoError(t, err) })
-			}
-		}
-		require.NoError(t, p.Flush(context.Background()))
-		require.Positive(t, p.s.holds.Load(), "lingered batches held for a broker slow from the start")
-	})
-}
-
 // TestCoalesceNeverHoldsFullBatchesOrFlush: while a node queues (answers in
 // ten times its handshake) and has longhaul.coalesce.requests (1) request
 // in flight, a lingered batch is held (the control: no request goes past

@@ -40,4 +40,5 @@ type regressions struct {
 	expireEveryPass  bool // issue 20: expire walks every active partition in every pass, due or not
 	wakeEveryBatch   bool // issue 20: every new batch wakes the sender, whatever its timer
 	walkActive       bool // issue 20: every pass looks at every partition holding data under Producer.mu
+	handshakeNotRT   bool // issue 19: the handshake's round trip is not the connection's first fastest answer
 }
