@@ -845,7 +845,7 @@ func TestChaosBatchBoundsNegativeControl(t *testing.T) {
 		{"records past batch.size", [][][]byte{{full}, {bug}}, "a batch of 3 records is"},
 		{"record past max.request.size", [][][]byte{{batch(2100)}}, "a batch of 1 record(s) is"},
 		{"request past max.request.size", [][][]byte{{full, alone}}, "a request of 2 batches"},
-		{"two batches in one partition", [][][]byte{{append(batch(10), batch(10)...)}}, "more than one batch"},
+		{"two batches in one partition", [][][]byte{{append(batch(10), batch(10)...)}}, "not one batch"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bb := newBatchBounds(1024, 2048)
