@@ -29,7 +29,10 @@ import (
 // virtual time: every schedule is drawn from a seed, runs the embedded
 // broker on an in-memory network inside a synctest bubble against one or
 // two producers, and is judged by checkOutcome plus liveness and memory
-// checks. A failing schedule prints its seed and steps.
+// checks, and by the size rules of batchBounds on every produce request the
+// broker reads. A failing schedule prints its seed and steps. The run as a
+// whole must have exercised coalescing, keyless records on grown
+// partitions and full batches (chaosCoverage).
 //
 //	LONGHAUL_CHAOS_SEED=123        rerun one seed, printing its schedule
 //	LONGHAUL_CHAOS_SCHEDULES=50000 run more (or fewer) schedules
@@ -620,7 +623,8 @@ func envInt(name string, def int) int {
 
 // TestChaosMixedFaults runs LONGHAUL_CHAOS_SCHEDULES schedules (10000 by
 // default, 1000 under -race, 200 with -short) in four parallel shards and
-// reports every failing seed with its schedule.
+// reports every failing seed with its schedule; a run of chaosCoverageMin
+// schedules or more also fails on a coverage gap (chaosCoverage.gaps).
 func TestChaosMixedFaults(t *testing.T) {
 	total := 10000
 	switch {
