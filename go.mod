@@ -16,4 +16,5 @@ require (
 require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.51.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
 )

@@ -111,6 +111,14 @@ func (kt *kafkaTarget) start(spec brokerSpec) (*runningBroker, error) {
 	return rb, nil
 }
 
+// setPreciseTimers sets how the harness proxy releases delayed bytes for
+// the connections of the cases to come (--proxy-timer).
+func (kt *kafkaTarget) setPreciseTimers(on bool) {
+	if px := kt.c.Proxy(0); px != nil {
+		px.SetPreciseTimers(on)
+	}
+}
+
 // caseAddr is the bootstrap address a case's clients get: the proxied one,
 // or with --direct at RTT 0 the node's direct listener. The proxy runs in
 // this process: at RTT 0 it adds nothing but two copies of every byte,

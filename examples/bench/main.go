@@ -89,6 +89,9 @@ type options struct {
 	direct bool
 	// brokerTimes: read Kafka's request log per case (--broker-times).
 	brokerTimes bool
+	// proxyTimer: how the Kafka target's harness proxy waits for release
+	// times: precise, timer, or alternate (--proxy-timer).
+	proxyTimer string
 	// warmRound: run one round 0 of every client first, printed but left
 	// out of the summaries (--warm-round).
 	warmRound bool
@@ -240,6 +243,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer pprof.StopCPUProfile()
 	}
 	where := tg.describe()
+	if kafka != nil {
+		where += "; proxy timer " + o.proxyTimer
+		if o.proxyTimer == "alternate" {
+			where += " (runtime timer in odd rounds, precise in even ones)"
+		}
+	}
 	if o.topics > 1 {
 		where += fmt.Sprintf("; each case's partitions over %d topics", o.topics)
 	}
@@ -260,6 +269,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 					first = 0 // round 0: run and printed, not counted
 				}
 				for round := first; round <= o.repeat; round++ {
+					if kafka != nil {
+						kafka.setPreciseTimers(o.proxyTimer == "precise" || o.proxyTimer == "alternate" && round%2 == 0)
+					}
 					for _, k := range roundOrder(o.clients, max(round, 1)) {
 						if ctx.Err() != nil {
 							return 1
@@ -608,6 +620,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	kafkaConfig := fs.String("kafka-config", "", "with -target kafka*: broker properties for the Kafka node, `k=v,...` (e.g. log.index.size.max.bytes=262144)")
 	fs.BoolVar(&o.direct, "direct", false, "with -target kafka*: RTT 0 cases connect to the node's DIRECT listener instead of through the harness proxy, which runs in this process and at RTT 0 only copies bytes (its CPU counts as the Go clients' and not java's, and all share 2 cores)")
 	fs.BoolVar(&o.brokerTimes, "broker-times", false, "with -target kafka*: turn Kafka's request logger to DEBUG and print, per case of a Go client, the broker's own time per produce request (total, handler queue, local, response queue, send) and how busy the client's connection kept it; the logging costs broker CPU, so not for headline figures")
+	fs.StringVar(&o.proxyTimer, "proxy-timer", "precise", "with -target kafka*: how the harness proxy waits to release delayed bytes: precise (a timerfd, on time to about 0.1 ms), timer (Go's runtime timer, which on Linux wakes in whole milliseconds: up to 1 ms late per direction, as before session 6), or alternate (timer in odd rounds, precise in even ones, to compare them in one run)")
 	fs.DurationVar(&o.primeKafka, "prime", 10*time.Second, "with -target kafka*: how long a throwaway kgo case (RTT 0, 16 partitions) warms the fresh broker JVM before the measured cases (0 = none)")
 	fs.Float64Var(&o.rate, "rate", 0, "open loop: offer this many `records/s` (latency from the intended send time) instead of producing as fast as the client accepts (java: ProducerPerformance --throughput, its latency from send() over the records after --warmup)")
 	fs.BoolVar(&o.warmRound, "warm-round", false, "run a round 0 of every client (in round 1's order) before the measured rounds; its rows print as #0 and are left out of the ratio and other summary tables (on Kafka the first round after the prime runs against a slower broker)")
@@ -642,6 +655,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	case "kafka", "kafka-stock":
 	default:
 		return o, fmt.Errorf("-target %q: want embedded, kafka or kafka-stock", o.target)
+	}
+	switch o.proxyTimer {
+	case "precise", "timer", "alternate":
+	default:
+		return o, fmt.Errorf("-proxy-timer %q: want precise, timer or alternate", o.proxyTimer)
+	}
+	if set["proxy-timer"] && o.target == "embedded" {
+		return o, errors.New("-proxy-timer: needs -target kafka or kafka-stock")
 	}
 	if *quick {
 		defaults := map[string]func(){

@@ -85,20 +85,25 @@ func (l *link) pump(src, dst net.Conn, counter *atomic.Int64) {
 		}
 	}()
 
-	var timer *time.Timer
+	// The waiter is made on the first chunk that has to wait, so links
+	// without a delay hold no timer (nor, on Linux, a timerfd).
+	var w waiter
+	defer func() {
+		if w != nil {
+			w.close()
+		}
+	}()
 	writeFailed := false
 	for ch := range q {
 		if writeFailed {
 			bufPool.Put(ch.buf)
 			continue // drain so the reader can exit
 		}
-		if d := time.Until(ch.release); d > 0 {
-			if timer == nil {
-				timer = time.NewTimer(d)
-			} else {
-				timer.Reset(d)
+		if time.Until(ch.release) > 0 {
+			if w == nil {
+				w = newWaiter(l.p.coarse.Load())
 			}
-			<-timer.C
+			w.wait(ch.release)
 		}
 		if late := time.Since(ch.release); late > 0 {
 			l.p.late.Add(int64(late))

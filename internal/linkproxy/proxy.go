@@ -19,6 +19,9 @@ const dialTimeout = 5 * time.Second
 type Proxy struct {
 	ln     net.Listener
 	target string
+	// coarse makes pump writers wait on the runtime timer instead of a
+	// precise waiter (see [newWaiter]); set by SetPreciseTimers.
+	coarse atomic.Bool
 
 	// delay is the current one-way delay in nanoseconds; read by every
 	// reader goroutine once per chunk, so a change applies to the next
@@ -107,6 +110,17 @@ func (p *Proxy) SetDelay(oneWay time.Duration) {
 	}
 	p.delay.Store(int64(oneWay))
 }
+
+// SetPreciseTimers chooses how a chunk waits for its release time. On
+// (the default), on Linux, a timerfd per direction of a connection wakes
+// the writer at the due time; elsewhere, and when off, the runtime timer
+// does, which on Linux wakes in whole milliseconds (up to about 1 ms late,
+// which lengthens the emulated link). Either way no chunk is released
+// before its time. The choice applies to each direction of a connection
+// when its first chunk has to wait; directions already waiting keep
+// theirs. It is there to measure the difference (BenchmarkRelease, the
+// bench's --proxy-timer).
+func (p *Proxy) SetPreciseTimers(on bool) { p.coarse.Store(!on) }
 
 // Delay returns the current one-way delay.
 func (p *Proxy) Delay() time.Duration { return time.Duration(p.delay.Load()) }
