@@ -102,6 +102,9 @@ func (l *link) pump(src, dst net.Conn, counter *atomic.Int64) {
 		if time.Until(ch.release) > 0 {
 			if w == nil {
 				w = newWaiter(l.p.coarse.Load())
+				if l.p.madeWaiter != nil {
+					l.p.madeWaiter(w)
+				}
 			}
 			w.wait(ch.release)
 		}

@@ -22,6 +22,9 @@ type Proxy struct {
 	// coarse makes pump writers wait on the runtime timer instead of a
 	// precise waiter (see [newWaiter]); set by SetPreciseTimers.
 	coarse atomic.Bool
+	// madeWaiter, if set (tests only, before any connection), is called
+	// with every waiter a pump writer makes.
+	madeWaiter func(waiter)
 
 	// delay is the current one-way delay in nanoseconds; read by every
 	// reader goroutine once per chunk, so a change applies to the next
