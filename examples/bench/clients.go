@@ -21,6 +21,10 @@ type clientKind struct {
 	window int  // topic window the broker announces (producer.state.batches.to.retain)
 	cap5   bool // longhaul with MaxWindow(5): what clients without KIP-1269 do
 	noCoal bool // longhaul with longhaul.coalesce.requests=0: a lingered batch goes as soon as its partition may send
+	// split > 1: that many longhaul producers, each with its own
+	// connection, on an equal share of the partitions (lh-w50x2): what
+	// several connections per broker could buy, as an upper bound.
+	split int
 }
 
 // allClients are the clients of the matrix, in print order.
@@ -31,6 +35,7 @@ var allClients = []clientKind{
 	{name: "lh-cap5", window: 50, cap5: true},
 	{name: "lh-w5-nc", window: 5, noCoal: true},
 	{name: "lh-w50-nc", window: 50, noCoal: true},
+	{name: "lh-w50x2", window: 50, split: 2},
 	{name: "kgo", window: 50, kgo: true},
 	{name: "java", window: 50, java: true},
 }
@@ -109,6 +114,10 @@ type clientConfig struct {
 	ownValues bool
 	// trace: record the pipeline (pipeTrace, kgoPipe) for --shape.
 	trace bool
+	// onlyParts, if set, are the partitions of topics[0] this longhaul
+	// client writes (split clients), a batch's worth of records to each
+	// in turn, as the sticky partitioner would.
+	onlyParts []int32
 }
 
 // valueFor returns the value the next record carries: the shared one, or,
@@ -251,6 +260,9 @@ type longhaulLoop struct {
 	cfg   clientConfig
 	value []byte
 	free  *freeList[*producer.Record]
+	// perBatch is how many records go to one partition before the next
+	// (cfg.onlyParts).
+	perBatch uint64
 }
 
 func newLonghaul(cfg clientConfig, k clientKind) (*longhaulLoop, error) {
@@ -278,7 +290,102 @@ func newLonghaul(cfg clientConfig, k clientKind) (*longhaulLoop, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &longhaulLoop{p: p, trace: trace, cfg: cfg, value: make([]byte, cfg.recordSize), free: newFreeList[*producer.Record](freeListCap(cfg))}, nil
+	// Records a batch of cfg.batchSize holds: 61 bytes of RecordBatch
+	// header, about 12 per record besides the value (keyless).
+	perBatch := uint64(max(1, (cfg.batchSize-61)/(cfg.recordSize+12)))
+	return &longhaulLoop{p: p, trace: trace, cfg: cfg, value: make([]byte, cfg.recordSize), free: newFreeList[*producer.Record](freeListCap(cfg)), perBatch: perBatch}, nil
+}
+
+// splitLoop runs several longhaul producers, each on its own share of the
+// partitions, and reports them as one client.
+type splitLoop struct {
+	loops []*longhaulLoop
+	// merged is every loop's response times in the order pipe first saw
+	// them, so that it only grows, as pipeBetween expects; seen counts
+	// what was taken from each loop.
+	mu     sync.Mutex
+	merged []int32
+	seen   []int
+}
+
+// newSplitLonghaul makes k.split longhaul clients over partitions
+// 0..parts-1 of cfg.topics[0], dealt out in turn, each with an equal share
+// of cfg.bufferBytes.
+func newSplitLonghaul(cfg clientConfig, k clientKind, parts int) (*splitLoop, error) {
+	s := &splitLoop{seen: make([]int, k.split)}
+	for i := range k.split {
+		c := cfg
+		c.bufferBytes = cfg.bufferBytes / int64(k.split)
+		c.onlyParts = nil
+		for p := i; p < parts; p += k.split {
+			c.onlyParts = append(c.onlyParts, int32(p))
+		}
+		l, err := newLonghaul(c, k)
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		s.loops = append(s.loops, l)
+	}
+	return s, nil
+}
+
+func (s *splitLoop) run(ctx context.Context, st *caseState) {
+	var wg sync.WaitGroup
+	for _, l := range s.loops {
+		wg.Add(1)
+		go func() { defer wg.Done(); l.run(ctx, st) }()
+	}
+	wg.Wait()
+}
+
+func (s *splitLoop) flush(ctx context.Context) {
+	for _, l := range s.loops {
+		l.flush(ctx)
+	}
+}
+
+func (s *splitLoop) dropFree() {
+	for _, l := range s.loops {
+		l.dropFree()
+	}
+}
+
+func (s *splitLoop) shape() reqShape {
+	var sum reqShape
+	for _, l := range s.loops {
+		sh := l.shape()
+		sum.requests += sh.requests
+		sum.batches += sh.batches
+		sum.records += sh.records
+	}
+	return sum
+}
+
+func (s *splitLoop) pipe() (pipeSnap, []int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var sum pipeSnap
+	for i, l := range s.loops {
+		snap, resp := l.pipe()
+		if snap.at.After(sum.at) {
+			sum.at = snap.at
+		}
+		sum.ackedBytes += snap.ackedBytes
+		sum.acked += snap.acked
+		sum.inFlightSecs += snap.inFlightSecs
+		sum.limitSum += snap.limitSum
+		s.merged = append(s.merged, resp[s.seen[i]:snap.responses]...)
+		s.seen[i] = snap.responses
+	}
+	sum.responses = len(s.merged)
+	return sum, s.merged
+}
+
+func (s *splitLoop) close() {
+	for _, l := range s.loops {
+		l.close()
+	}
 }
 
 func freeListCap(cfg clientConfig) int {
@@ -312,6 +419,9 @@ func (l *longhaulLoop) run(ctx context.Context, st *caseState) {
 		}
 		if l.cfg.keyed {
 			r.Key = setKey(r.Key, n)
+		}
+		if len(l.cfg.onlyParts) > 0 {
+			r.SetPartition(l.cfg.onlyParts[(n/l.perBatch)%uint64(len(l.cfg.onlyParts))])
 		}
 		r.Value = l.cfg.valueFor(r.Value, l.value, n)
 		// Produce resets a reused record's partition and offset itself.

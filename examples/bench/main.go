@@ -362,6 +362,8 @@ func runCase(ctx context.Context, tg target, o options, rtt time.Duration, parts
 	var loop produceLoop
 	if k.kgo {
 		loop, err = newKgo(cfg)
+	} else if k.split > 1 {
+		loop, err = newSplitLonghaul(cfg, k, parts)
 	} else {
 		loop, err = newLonghaul(cfg, k)
 	}
@@ -615,7 +617,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	rtts := fs.String("rtt", "0,10ms,50ms,150ms", "comma-separated emulated round trips")
 	parts := fs.String("partitions", "1,16", "comma-separated partition counts")
 	batches := fs.String("batch", "16384,262144", "comma-separated batch.size values in bytes")
-	clients := fs.String("clients", "lh-w5,lh-w20,lh-w50,lh-cap5,kgo", "comma-separated clients: lh-w5, lh-w20, lh-w50 (longhaul, topic window 5/20/50), lh-cap5 (longhaul with MaxWindow(5)), lh-w5-nc and lh-w50-nc (lh-w5, lh-w50 without request coalescing: longhaul.coalesce.requests=0), kgo, java (Kafka's ProducerPerformance; --target kafka* only, and added to the default there)")
+	clients := fs.String("clients", "lh-w5,lh-w20,lh-w50,lh-cap5,kgo", "comma-separated clients: lh-w5, lh-w20, lh-w50 (longhaul, topic window 5/20/50), lh-cap5 (longhaul with MaxWindow(5)), lh-w5-nc and lh-w50-nc (lh-w5, lh-w50 without request coalescing: longhaul.coalesce.requests=0), lh-w50x2 (two lh-w50 producers, each with its own connection, on alternate partitions and half the buffer: what several connections per broker could buy), kgo, java (Kafka's ProducerPerformance; --target kafka* only, and added to the default there)")
 	fs.StringVar(&o.target, "target", "embedded", "where cases run: embedded (longhaul's embedded broker, the quick variant), kafka (Apache Kafka from internal/kafkatest with the KIP-1269 agent) or kafka-stock (without the agent)")
 	kafkaConfig := fs.String("kafka-config", "", "with -target kafka*: broker properties for the Kafka node, `k=v,...` (e.g. log.index.size.max.bytes=262144)")
 	fs.BoolVar(&o.direct, "direct", false, "with -target kafka*: RTT 0 cases connect to the node's DIRECT listener instead of through the harness proxy, which runs in this process and at RTT 0 only copies bytes (its CPU counts as the Go clients' and not java's, and all share 2 cores)")
@@ -726,6 +728,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return clientKind{}, errors.New("unknown client")
 	}); err != nil {
 		return o, err
+	}
+	for _, k := range o.clients {
+		if k.split > 1 && (o.topics > 1 || o.rate > 0 || o.keyed) {
+			return o, fmt.Errorf("-clients %s: not with -topics > 1, -rate or -keyed (it places records itself)", k.name)
+		}
 	}
 	switch {
 	case o.recordSize < 1:

@@ -54,6 +54,10 @@ func TestBadFlags(t *testing.T) {
 		{"--duration", "0s"},
 		{"extra"},
 		{"--direct"}, // embedded target: no proxy to bypass
+		{"--target", "kafka", "--proxy-timer", "fast"},
+		{"--proxy-timer", "timer"}, // embedded target: no harness proxy
+		{"--clients", "lh-w50x2", "--topics", "2"},
+		{"--clients", "lh-w50x2", "--keyed"},
 	} {
 		var out, errw bytes.Buffer
 		if code := run(context.Background(), args, &out, &errw); code != 2 {

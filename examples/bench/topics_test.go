@@ -144,3 +144,62 @@ func TestOpenFiles(t *testing.T) {
 	assert.Equal(t, before, openFiles(os.Getpid()))
 	assert.Equal(t, -1, openFiles(1<<30))
 }
+
+// TestSplitClient checks lh-w50x2: two producers deal the partitions out
+// in turn, both send, records reach every partition, and the combined
+// pipeline trace only grows (pipeBetween slices it by count).
+func TestSplitClient(t *testing.T) {
+	bs, err := newBrokerStarter("inproc", t.TempDir())
+	require.NoError(t, err)
+	k := clientKind{name: "lh-w50x2", window: 50, split: 2}
+	b, err := bs.start(brokerSpec{topic: "bench", topics: 1, partitions: 5, window: k.window})
+	require.NoError(t, err)
+	defer b.stop()
+	cfg := clientConfig{addr: b.addr, topics: topicNames(b.topics), recordSize: 100, batchSize: 1024,
+		linger: time.Millisecond, bufferBytes: 1 << 20, maxInFlight: 5, trace: true}
+	loop, err := newSplitLonghaul(cfg, k, 5)
+	require.NoError(t, err)
+	require.Len(t, loop.loops, 2)
+	assert.Equal(t, []int32{0, 2, 4}, loop.loops[0].cfg.onlyParts)
+	assert.Equal(t, []int32{1, 3}, loop.loops[1].cfg.onlyParts)
+	assert.Equal(t, int64(1<<19), loop.loops[1].cfg.bufferBytes, "each gets its share of the buffer")
+	assert.Equal(t, uint64(8), loop.loops[0].perBatch, "(1024-61)/(100+12) records per partition in turn")
+
+	st := new(caseState)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); loop.run(ctx, st) }()
+	var snap0 pipeSnap
+	var first []int32
+	require.Eventually(t, func() bool {
+		var resp []int32
+		snap0, resp = loop.pipe()
+		first = append(first[:0], resp[:snap0.responses]...)
+		return snap0.responses > 0
+	}, 30*time.Second, 10*time.Millisecond, "responses")
+	require.Eventually(t, func() bool {
+		for p := range 5 {
+			if len(b.inner.Records("bench", int32(p))) < 100 {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 10*time.Millisecond, "every partition gets records")
+	st.stopping.Store(true)
+	cancel()
+	<-done
+	fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	loop.flush(fctx)
+	fcancel()
+	snap1, resp1 := loop.pipe()
+	loop.close()
+	require.Zero(t, st.failed.Load())
+	for i, l := range loop.loops {
+		assert.Positive(t, l.shape().records, "producer %d sent", i)
+	}
+	sh := loop.shape()
+	assert.Equal(t, loop.loops[0].shape().records+loop.loops[1].shape().records, sh.records)
+	assert.Greater(t, snap1.responses, snap0.responses)
+	assert.Equal(t, first, resp1[:len(first)], "the merged response times only grow")
+	assert.Equal(t, 5*50, snap1.limitSum, "the windows of both producers' partitions")
+}
