@@ -195,11 +195,11 @@ func TestLateIsTimePastRelease(t *testing.T) {
 		offsets := []time.Duration{0, 2 * time.Millisecond, 5 * time.Millisecond}
 		start := time.Now()
 		for i, off := range offsets {
-			time.Sleep(start.Add(off).Sub(time.Now()))
+			time.Sleep(time.Until(start.Add(off)))
 			_, err := srcIn.Write([]byte{byte(i)})
 			require.NoError(t, err)
 		}
-		time.Sleep(start.Add(delay + hold).Sub(time.Now()))
+		time.Sleep(time.Until(start.Add(delay + hold)))
 		got := make([]byte, len(offsets))
 		_, err := io.ReadFull(dstOut, got)
 		require.NoError(t, err)
