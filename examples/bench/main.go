@@ -166,10 +166,11 @@ type result struct {
 	// proxyChunks and proxyLate are the chunks the link proxy wrote while
 	// measured and their summed lateness past the emulated delay (Kafka
 	// target; 0 chunks when unknown).
-	proxyChunks int64
-	proxyLate   time.Duration
-	brokerTimes brokerTimes // --broker-times
-	window      int         // batches in flight per partition the bound assumes
+	proxyChunks  int64
+	proxyLate    time.Duration
+	proxyInWrite time.Duration // time the proxy's writes took (linkproxy.Stats.InWrite)
+	brokerTimes  brokerTimes   // --broker-times
+	window       int           // batches in flight per partition the bound assumes
 }
 
 // run parses args, runs the cases and prints the table. It returns the
@@ -398,7 +399,7 @@ func runCase(ctx context.Context, tg target, o options, rtt time.Duration, parts
 		// moment later; one line more or less in thousands.
 		res.brokerTimes, btErr = readBrokerTimes(b.logFile, log0, logSize(b.logFile), end.at.Sub(start.at).Seconds())
 	}
-	res.proxyChunks, res.proxyLate = px1.Chunks-px0.Chunks, px1.Late-px0.Late
+	res.proxyChunks, res.proxyLate, res.proxyInWrite = px1.Chunks-px0.Chunks, px1.Late-px0.Late, px1.InWrite-px0.InWrite
 	res.shape = reqShape{shape1.requests - shape0.requests, shape1.batches - shape0.batches, shape1.records - shape0.records}
 	if o.shape {
 		res.pipe = pipeBetween(pipe0, pipe1, resp)

@@ -234,7 +234,7 @@ func (w pipeWindow) respQuantile(q float64) time.Duration {
 // bytes of the main table leave out record and batch headers).
 func printPipe(w io.Writer, rs []result) {
 	fmt.Fprint(w, "\nPipeline (measured window; response = produce request handed to the connection to its response applied, per batch for longhaul, per request for kgo; in flight: kgo's by Little's law):\n\n")
-	fmt.Fprintln(w, "| RTT | parts | batch | client | in flight (mean) | of window | response p50 / p99 / mean | mean - RTT | proxy late per chunk | batch bytes (of batch.size) | wire MB/s | wire of bound |")
+	fmt.Fprintln(w, "| RTT | parts | batch | client | in flight (mean) | of window | response p50 / p99 / mean | mean - RTT | proxy late / in write per chunk | batch bytes (of batch.size) | wire MB/s | wire of bound |")
 	fmt.Fprintln(w, "|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|")
 	for _, r := range rs {
 		p := r.pipe
@@ -261,7 +261,7 @@ func printPipe(w io.Writer, rs []result) {
 		}
 		late := "-"
 		if r.proxyChunks > 0 {
-			late = fmtMs(r.proxyLate / time.Duration(r.proxyChunks))
+			late = fmtMs(r.proxyLate/time.Duration(r.proxyChunks)) + " / " + fmtMs(r.proxyInWrite/time.Duration(r.proxyChunks))
 		}
 		fmt.Fprintf(w, "| %v | %d | %s | %s | %s | %s | %s / %s / %s | %s | %s | %.0f (%.1f%%) | %.1f | %s |\n",
 			r.rtt, r.partitions, fmtBytes(r.batch), name, inFlight, ofWindow,

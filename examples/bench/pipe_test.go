@@ -123,7 +123,7 @@ func TestPrintPipe(t *testing.T) {
 		byName[k.name] = k
 	}
 	lh := result{rtt: 50 * time.Millisecond, partitions: 1, batch: 16384, client: byName["lh-w50"], round: 2, window: 50,
-		boundMBps: 16.384, proxyChunks: 4, proxyLate: 2 * time.Millisecond,
+		boundMBps: 16.384, proxyChunks: 4, proxyLate: 2 * time.Millisecond, proxyInWrite: 400 * time.Microsecond,
 		pipe: pipeWindow{resp: []time.Duration{51 * time.Millisecond, 53 * time.Millisecond}, batchesPerSec: 1000,
 			bytesPerSec: 1000 * 15556, inFlight: 50, measured: true, limit: 50}}
 	java := result{rtt: 50 * time.Millisecond, partitions: 1, batch: 16384, client: byName["java"], round: 2}
@@ -142,7 +142,7 @@ func TestPrintPipe(t *testing.T) {
 	assert.Equal(t, "100% of 50", strings.TrimSpace(f[6]))
 	assert.Equal(t, "51.00ms / 53.00ms / 52.00ms", strings.TrimSpace(f[7]))
 	assert.Equal(t, "2.00ms", strings.TrimSpace(f[8]), "mean response minus the RTT")
-	assert.Equal(t, "0.50ms", strings.TrimSpace(f[9]), "proxy lateness per chunk")
+	assert.Equal(t, "0.50ms / 0.10ms", strings.TrimSpace(f[9]), "proxy lateness and write time per chunk")
 	assert.Equal(t, "15556 (94.9%)", strings.TrimSpace(f[10]))
 	assert.Equal(t, "15.6", strings.TrimSpace(f[11]))
 	assert.Equal(t, "94.9%", strings.TrimSpace(f[12]), "wire bytes against the 16.384 MB/s bound")

@@ -108,11 +108,13 @@ func (l *link) pump(src, dst net.Conn, counter *atomic.Int64) {
 			}
 			w.wait(ch.release)
 		}
-		if late := time.Since(ch.release); late > 0 {
+		start := time.Now()
+		if late := start.Sub(ch.release); late > 0 {
 			l.p.late.Add(int64(late))
 		}
 		l.p.chunks.Add(1)
 		_, err := dst.Write((*ch.buf)[:ch.n])
+		l.p.inWrite.Add(int64(time.Since(start)))
 		bufPool.Put(ch.buf)
 		if err != nil {
 			writeFailed = true

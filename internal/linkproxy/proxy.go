@@ -37,6 +37,7 @@ type Proxy struct {
 	toClient  atomic.Int64
 	chunks    atomic.Int64
 	late      atomic.Int64 // nanoseconds
+	inWrite   atomic.Int64 // nanoseconds
 	closeOnce sync.Once
 	done      chan struct{}
 	wg        sync.WaitGroup
@@ -67,6 +68,13 @@ type Stats struct {
 	// beyond the one set (its goroutines scheduled late, a timer firing
 	// late, or a destination not reading). Late / Chunks is the mean.
 	Late time.Duration
+	// InWrite is the time spent in writes to the destination, summed over
+	// chunks. A write takes long when the destination's receive buffer
+	// is full because it does not read (Kafka, for one, reads a
+	// connection's next request only after answering the last), and the
+	// chunks queued behind it become late: InWrite tells that part of
+	// Late from the proxy's own.
+	InWrite time.Duration
 }
 
 // New listens on listenAddr (for example "127.0.0.1:0" for a free port)
@@ -141,6 +149,7 @@ func (p *Proxy) Stats() Stats {
 		BytesToClient: p.toClient.Load(),
 		Chunks:        p.chunks.Load(),
 		Late:          time.Duration(p.late.Load()),
+		InWrite:       time.Duration(p.inWrite.Load()),
 	}
 }
 

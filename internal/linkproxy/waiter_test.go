@@ -168,6 +168,7 @@ func TestPumpReleasesAtReadTimePlusDelay(t *testing.T) {
 		st := p.Stats()
 		assert.Equal(t, int64(len(gaps)), st.Chunks)
 		assert.Zero(t, st.Late)
+		assert.Zero(t, st.InWrite, "the destination reads at once")
 		assert.Equal(t, int64(len(gaps)), counted.Load())
 		srcIn.Close()
 		<-pumped
@@ -177,10 +178,11 @@ func TestPumpReleasesAtReadTimePlusDelay(t *testing.T) {
 	})
 }
 
-// TestLateIsTimePastRelease pins Stats.Late on virtual time: a destination
-// that reads nothing for hold after the first chunk's release keeps the
-// writer blocked on that chunk, so each chunk queued behind it starts its
-// write hold - its own offset after its release.
+// TestLateIsTimePastRelease pins Stats.Late and Stats.InWrite on virtual
+// time: a destination that reads nothing for hold after the first chunk's
+// release keeps the writer blocked on that chunk for hold (InWrite), so
+// each chunk queued behind it starts its write hold - its own offset after
+// its release (Late).
 func TestLateIsTimePastRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const delay, hold = 10 * time.Millisecond, 30 * time.Millisecond
@@ -211,6 +213,7 @@ func TestLateIsTimePastRelease(t *testing.T) {
 			want += hold - off
 		}
 		assert.Equal(t, want, p.Stats().Late)
+		assert.Equal(t, hold, p.Stats().InWrite, "chunk 0's write waited for the read; the others' did not")
 		srcIn.Close()
 		<-pumped
 		dstOut.Close()
