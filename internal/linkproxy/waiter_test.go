@@ -77,7 +77,8 @@ func TestNewWaiterKinds(t *testing.T) {
 
 // TestSetPreciseTimersPerDirection checks through a proxy that each
 // direction of a delayed connection makes one waiter when its first chunk
-// waits, of the kind set then, and keeps it when the setting changes.
+// waits, of the kind set then (precise by default), and keeps it when the
+// setting changes.
 func TestSetPreciseTimersPerDirection(t *testing.T) {
 	target, _ := echoServer(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -89,28 +90,31 @@ func TestSetPreciseTimersPerDirection(t *testing.T) {
 	p.wg.Add(1)
 	go p.acceptLoop()
 	t.Cleanup(func() { p.Close() })
-	p.SetDelay(time.Millisecond)
+	// Long enough that a chunk always has to wait, even on a loaded
+	// machine; a chunk picked up after its release makes no waiter.
+	p.SetDelay(50 * time.Millisecond)
 
+	roundTripOne(t, dial(t, p.Addr())) // the default
 	p.SetPreciseTimers(false)
 	coarseConn := dial(t, p.Addr())
 	roundTripOne(t, coarseConn)
 	p.SetPreciseTimers(true)
 	roundTripOne(t, coarseConn) // keeps its waiters
-	preciseConn := dial(t, p.Addr())
-	roundTripOne(t, preciseConn)
+	roundTripOne(t, dial(t, p.Addr()))
 
 	mu.Lock()
 	defer mu.Unlock()
-	require.Len(t, made, 4, "one waiter per direction and connection")
-	for _, w := range made[:2] {
-		assert.IsType(t, &timerWaiter{}, w)
-	}
-	want := waiter(&timerWaiter{})
+	require.Len(t, made, 6, "one waiter per direction and connection")
+	precise := waiter(&timerWaiter{})
 	if runtime.GOOS == "linux" {
-		want = &fdWaiter{}
+		precise = &fdWaiter{}
 	}
-	for _, w := range made[2:] {
-		assert.IsType(t, want, w)
+	for i, w := range made {
+		if i == 2 || i == 3 {
+			assert.IsType(t, &timerWaiter{}, w, "waiter %d", i)
+		} else {
+			assert.IsType(t, precise, w, "waiter %d", i)
+		}
 	}
 }
 
