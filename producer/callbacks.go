@@ -99,7 +99,7 @@ func (c completion) run(t *doneTally) {
 			pr.cb(pr.rec, c.err)
 		}
 		if c.counted {
-			c.p.mem.Release(c.memory)
+			c.release(t)
 			t.addRecords(c.b.records)
 		}
 		c.b.recycle()
@@ -115,9 +115,19 @@ func (c completion) run(t *doneTally) {
 		// Memory is released per completion, not per pass like the Flush
 		// counts: a callback may block in Produce waiting for the very
 		// bytes an earlier completion of the pass holds.
-		c.p.mem.Release(c.memory)
+		c.release(t)
 		t.add(c.gen, 1)
 	}
+}
+
+// release gives back c's buffer.memory now, once its callbacks ran (the
+// negative control leaves it to the end of the pass, settle).
+func (c completion) release(t *doneTally) {
+	if c.p.cfg.regress.releasePerPass {
+		t.memory += c.memory
+		return
+	}
+	c.p.mem.Release(c.memory)
 }
 
 // doneTally counts the records called back in one pass of the callback
@@ -127,7 +137,8 @@ func (c completion) run(t *doneTally) {
 // costs it a cache-line transfer. Flush waiters are released at the end of
 // the pass, after every callback of it ran.
 type doneTally struct {
-	gens []genCount // in the order seen; a generation may repeat
+	gens   []genCount // in the order seen; a generation may repeat
+	memory int64      // buffer.memory left to release (only the negative control's releasePerPass)
 }
 
 func (t *doneTally) add(gen uint64, n int64) {
@@ -148,6 +159,8 @@ func (t *doneTally) addRecords(recs []pendingRecord) {
 
 // settle counts what t holds as called back and empties it.
 func (t *doneTally) settle(p *Producer) {
+	p.mem.Release(t.memory)
+	t.memory = 0
 	if len(t.gens) == 0 {
 		return
 	}

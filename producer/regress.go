@@ -41,4 +41,5 @@ type regressions struct {
 	wakeEveryBatch   bool // issue 20: every new batch wakes the sender, whatever its timer
 	walkActive       bool // issue 20: every pass looks at every partition holding data under Producer.mu
 	handshakeNotRT   bool // issue 19: the handshake's round trip is not the connection's first fastest answer
+	releasePerPass   bool // buffer.memory of completions released at the end of the callback goroutine's pass
 }
