@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"math/bits"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kbin"
@@ -132,20 +133,69 @@ func (b *BatchBuilder) Append(timestampMs int64, key, value []byte, headers []He
 	tsDelta := timestampMs - b.firstTS
 	body := recordBodySize(tsDelta, b.n, key, value, headers)
 	b.reserve()
-	dst := b.buf
-	dst = kbin.AppendVarint(dst, int32(body))
-	dst = append(dst, 0) // record attributes, unused
-	dst = kbin.AppendVarlong(dst, tsDelta)
-	dst = kbin.AppendVarint(dst, b.n)
-	dst = kbin.AppendVarintBytes(dst, key)
-	dst = kbin.AppendVarintBytes(dst, value)
-	dst = kbin.AppendVarint(dst, int32(len(headers)))
-	for i := range headers {
-		dst = kbin.AppendVarintString(dst, headers[i].Key)
-		dst = kbin.AppendVarintBytes(dst, headers[i].Value)
+	// One capacity check and direct stores, not an append per field: at
+	// 100-byte records the per-field appends were half of Append's time,
+	// on the path a producer runs for every record under its lock.
+	start := len(b.buf)
+	end := start + varintLen(int64(body)) + body
+	if end > cap(b.buf) {
+		b.buf = slices.Grow(b.buf, end-start)
+	}
+	dst := b.buf[:end]
+	i := putVarint(dst, start, int64(body))
+	dst[i] = 0 // record attributes, unused
+	i = putVarint(dst, i+1, tsDelta)
+	i = putVarint(dst, i, int64(b.n))
+	i = putBytes(dst, i, key)
+	i = putBytes(dst, i, value)
+	i = putVarint(dst, i, int64(len(headers)))
+	for h := range headers {
+		i = putVarint(dst, i, int64(len(headers[h].Key)))
+		i += copy(dst[i:], headers[h].Key)
+		i = putBytes(dst, i, headers[h].Value)
+	}
+	if i != end {
+		panic("protocol: Append's record size disagrees with its encoding")
 	}
 	b.buf = dst
 	b.n++
+}
+
+// varintLen is the size of v as a zigzag varint (Kafka's varint and
+// varlong): one byte per 7 bits of the zigzag value.
+func varintLen(v int64) int {
+	u := uint64(v<<1) ^ uint64(v>>63)
+	switch {
+	case u < 1<<7: // deltas, counts and lengths of small records
+		return 1
+	case u < 1<<14:
+		return 2
+	}
+	return (bits.Len64(u) + 6) / 7
+}
+
+// putVarint writes v as a zigzag varint at dst[i:] and returns the index
+// after it. dst must have room.
+func putVarint(dst []byte, i int, v int64) int {
+	u := uint64(v<<1) ^ uint64(v>>63)
+	for u >= 0x80 {
+		dst[i] = byte(u) | 0x80
+		u >>= 7
+		i++
+	}
+	dst[i] = byte(u)
+	return i + 1
+}
+
+// putBytes writes b with its varint length (-1 for nil) at dst[i:] and
+// returns the index after it.
+func putBytes(dst []byte, i int, b []byte) int {
+	if b == nil {
+		dst[i] = 1 // zigzag -1
+		return i + 1
+	}
+	i = putVarint(dst, i, int64(len(b)))
+	return i + copy(dst[i:], b)
 }
 
 // Sum checksums the records appended since the last Sum (or Reset), so
@@ -229,25 +279,25 @@ func (b *BatchBuilder) FirstTimestamp() int64 { return b.firstTS }
 // fits a batch.size or max.request.size budget before appending it.
 func RecordSize(timestampDelta int64, offsetDelta int32, key, value []byte, headers []Header) int {
 	body := recordBodySize(timestampDelta, offsetDelta, key, value, headers)
-	return kbin.VarintLen(int32(body)) + body
+	return varintLen(int64(body)) + body
 }
 
 func bytesSize(b []byte) int {
 	if b == nil {
 		return 1 // varint -1
 	}
-	return kbin.VarintLen(int32(len(b))) + len(b)
+	return varintLen(int64(len(b))) + len(b)
 }
 
 func recordBodySize(tsDelta int64, offDelta int32, key, value []byte, headers []Header) int {
 	n := 1 + // attributes
-		kbin.VarlongLen(tsDelta) +
-		kbin.VarintLen(offDelta) +
+		varintLen(tsDelta) +
+		varintLen(int64(offDelta)) +
 		bytesSize(key) +
 		bytesSize(value) +
-		kbin.VarintLen(int32(len(headers)))
+		varintLen(int64(len(headers)))
 	for i := range headers {
-		n += kbin.VarintLen(int32(len(headers[i].Key))) + len(headers[i].Key)
+		n += varintLen(int64(len(headers[i].Key))) + len(headers[i].Key)
 		n += bytesSize(headers[i].Value)
 	}
 	return n
