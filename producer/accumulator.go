@@ -232,18 +232,60 @@ func recordMemory(r *Record) int {
 	return protocol.RecordSize(1<<40, 1<<30, r.Key, r.Value, r.Headers)
 }
 
+// produceCache is what Produce keeps from one record to the next. Guarded
+// by Producer.mu.
+type produceCache struct {
+	// topic is the last record's topic. Most producers write one topic or
+	// a few, and the map lookup hashed the name for every record; a
+	// topicState is never removed from Producer.topics, so it stays valid.
+	topic *topicState
+	// clockBase is the time.Now reading that record timestamps are taken
+	// from (see now).
+	clockBase time.Time
+}
+
+// clockRebase is how long now goes on from one time.Now reading.
+const clockRebase = 100 * time.Millisecond
+
+// now is the time for a record's zero Timestamp: the last time.Now
+// reading (clockBase) plus the monotonic time since. time.Now reads the
+// wall clock and the monotonic clock; this reads the monotonic one only
+// (92 vs 60 ns on the bench machine, for every record that leaves its
+// timestamp zero). The two differ only by wall-clock adjustments made
+// since clockBase was read, and clockBase is read again when a batch
+// opens (placeLocked) and at least every clockRebase: NTP's slew (at most
+// 500 ppm) moves the wall clock by 50 us in that time, below the
+// millisecond Kafka's CreateTime keeps, and a step is caught at the next
+// reading.
+func (c *produceCache) now() time.Time {
+	if !c.clockBase.IsZero() {
+		if d := time.Since(c.clockBase); d >= 0 && d < clockRebase {
+			return c.clockBase.Add(d)
+		}
+	}
+	c.clockBase = time.Now()
+	return c.clockBase
+}
+
 func (p *Producer) topicLocked(name string) *topicState {
+	if t := p.pc.topic; t != nil && t.name == name {
+		return t
+	}
 	t := p.topics[name]
 	if t == nil {
 		t = &topicState{name: name, sticky: stickyPartitioner{current: -1}}
 		p.topics[name] = t
 	}
+	p.pc.topic = t
 	return t
 }
 
 // appendLocked places an accepted record in its partition's open batch, or
 // parks it until the topic's partitions are known. Called with p.mu held.
 func (p *Producer) appendLocked(r *Record, cb Callback, size int) error {
+	if r.Timestamp.IsZero() {
+		r.Timestamp = p.pc.now()
+	}
 	t := p.topicLocked(r.Topic)
 	if t.parts == nil {
 		if len(t.waiting) == 0 {
@@ -315,6 +357,7 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, 
 	if started {
 		if now.IsZero() {
 			now = time.Now() // once per batch, not per record
+			p.pc.clockBase = now
 		}
 		t.used = now
 		b = newBatch(ps, now)

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/longhaul-kafka/longhaul/inflight"
 	"github.com/longhaul-kafka/longhaul/internal/testhooks"
@@ -24,6 +23,7 @@ type Producer struct {
 
 	mu         sync.Mutex // guards the following
 	topics     map[string]*topicState
+	pc         produceCache      // Produce's from one record to the next (accumulator.go)
 	active     []*partitionState // partitions holding buffered batches (pruned by expire's walks)
 	opened     []openedBatch     // open batches in the order they opened, for their linger (sendReady), from openedHead
 	openedHead int
@@ -204,9 +204,6 @@ func (p *Producer) produce(ctx context.Context, r *Record, cb Callback, block bo
 	} else if !p.mem.TryAcquire(int64(size)) {
 		p.reject(r, cb, ErrBufferFull)
 		return
-	}
-	if r.Timestamp.IsZero() {
-		r.Timestamp = time.Now()
 	}
 	p.mu.Lock()
 	if p.closed {
