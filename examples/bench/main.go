@@ -40,6 +40,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -77,6 +78,7 @@ type options struct {
 	// bufferFactor scales buffer.memory: factor x what the client can
 	// have in flight (RTT > 0).
 	bufferFactor float64
+	bufferBytes  int64 // --buffer-bytes: buffer.memory for every case, 0 = bufferFor's rule
 	brokerMode   string
 	// target is where cases run: embedded, kafka (with the KIP-1269
 	// agent) or kafka-stock.
@@ -347,7 +349,7 @@ func runCase(ctx context.Context, tg target, o options, rtt time.Duration, parts
 		recordSize:  o.recordSize,
 		batchSize:   batch,
 		linger:      o.linger,
-		bufferBytes: bufferFor(rtt, parts, w, batch, o.bufferFactor),
+		bufferBytes: cmp.Or(o.bufferBytes, bufferFor(rtt, parts, w, batch, o.bufferFactor)),
 		maxInFlight: o.maxInFlight,
 		rate:        o.rate,
 		keyed:       o.keyed,
@@ -639,6 +641,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.linger, "linger", 5*time.Millisecond, "linger.ms for both clients")
 	fs.Int64Var(&o.bandwidth, "bandwidth", 0, "emulated link cap in `bytes/s` per direction (0 = none)")
 	fs.Float64Var(&o.bufferFactor, "buffer-factor", 2, "buffer.memory (kgo: MaxBufferedBytes) at RTT > 0 as a multiple of partitions x window x batch.size, clamped to 256 KiB..256 MiB; 32 MiB at RTT 0")
+	fs.Int64Var(&o.bufferBytes, "buffer-bytes", 0, "buffer.memory (kgo: MaxBufferedBytes, and MaxBufferedRecords = this / record size) for every case instead of the rule of --buffer-factor and 32 MiB at RTT 0 (0 = that rule)")
 	fs.IntVar(&o.maxInFlight, "max-in-flight", 64, "longhaul max.in.flight.requests.per.connection")
 	fs.StringVar(&o.brokerMode, "broker", "child", "where brokers run: child (build examples/broker, run it per case), inproc, or the `path` of an examples/broker binary")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `file`")
