@@ -154,17 +154,22 @@ func judge(code int16, f batchFacts) verdict {
 		return v
 	case classSequence:
 		switch {
+		case f.earlierUnacked && f.earlierRefused && maybe:
+			// A predecessor is certainly not in the log, and an earlier
+			// attempt of this batch may be. If it is, the broker took it
+			// past the gap: it had no state for us then (KIP-854 expiry,
+			// the trap of KAFKA-15591), so "a broker holding our state
+			// never appends past a gap" proves nothing, and this answer
+			// cannot tell "not written" from "written, and its sequence
+			// no longer recognised" (chaos seeds 15697, 28603). Sending it
+			// again under a new epoch could write it twice, so it fails,
+			// fate unknown; the bump fails the refused predecessors as
+			// ErrOrderLost (renumber: older than a batch in doubt).
+			v.act, v.bump = actFail, true
 		case f.earlierUnacked:
 			// The gap left by an unacked predecessor explains the answer:
-			// it goes again first, this one follows. When that
-			// predecessor is certainly not in the log, neither is this
-			// batch: a broker holding our state never appends past a gap,
-			// and would have answered a retry of a written batch with
-			// DUPLICATE_SEQUENCE_NUMBER.
+			// it goes again first, this one follows.
 			v.act = actRetry
-			if f.earlierRefused {
-				v.maybeWritten = false
-			}
 		case maybe:
 			// The oldest unacked batch, and the broker neither has it nor
 			// expects it: it lost our state. An earlier attempt may be in

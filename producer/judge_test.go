@@ -14,6 +14,7 @@ func TestJudge(t *testing.T) {
 	oldest := batchFacts{newestSeq: true, records: 3}
 	behindGap := batchFacts{earlierUnacked: true, records: 3}
 	behindRefused := batchFacts{earlierUnacked: true, earlierRefused: true, maybeWritten: true, records: 3}
+	behindRefusedUnwritten := batchFacts{earlierUnacked: true, earlierRefused: true, records: 3}
 	maybe := batchFacts{maybeWritten: true, records: 3}
 	middle := batchFacts{records: 3} // later batches have sequences
 	afterAck := batchFacts{laterAcked: true, records: 3}
@@ -29,7 +30,9 @@ func TestJudge(t *testing.T) {
 		{"duplicate is success", kerr.DuplicateSequenceNumber.Code, maybe, verdict{act: actAck, maybeWritten: true}},
 
 		{"OOOSN behind an unacked batch is the gap: retry", kerr.OutOfOrderSequenceNumber.Code, behindGap, verdict{act: actRetry}},
-		{"OOOSN behind a refused batch proves not written", kerr.OutOfOrderSequenceNumber.Code, behindRefused, verdict{act: actRetry}},
+		{"OOOSN behind a refused batch, maybe written: fate unknown (it may be past the gap)", kerr.OutOfOrderSequenceNumber.Code, behindRefused, verdict{act: actFail, maybeWritten: true, bump: true}},
+		{"UNKNOWN_PRODUCER_ID behind a refused batch, maybe written: fate unknown", kerr.UnknownProducerID.Code, behindRefused, verdict{act: actFail, maybeWritten: true, bump: true}},
+		{"OOOSN behind a refused batch, not written: retry", kerr.OutOfOrderSequenceNumber.Code, behindRefusedUnwritten, verdict{act: actRetry}},
 		{"OOOSN on the oldest: state lost, bump and renumber", kerr.OutOfOrderSequenceNumber.Code, oldest, verdict{act: actRetry, bump: true}},
 		{"OOOSN on the oldest that may be written: fate unknown", kerr.OutOfOrderSequenceNumber.Code, maybe, verdict{act: actFail, maybeWritten: true, bump: true}},
 		{"OOOSN after a later ack: order lost", kerr.OutOfOrderSequenceNumber.Code, afterAck, verdict{act: actOrderLost, bump: true}},
@@ -80,7 +83,7 @@ func TestJudge(t *testing.T) {
 
 // TestJudgeEveryCode checks invariants of the matrix for every code kerr
 // knows: a batch may be acked only on success or duplicate; the fate flag
-// is never cleared except by a sequence answer behind a refused batch; a
+// is never cleared (no answer proves an earlier attempt unwritten); a
 // failure of a batch that may be in the log bumps (what follows is
 // renumbered) and is never a rewind; a certainly-unwritten batch after an
 // acked one is never retried (KAFKA-15591).
@@ -88,6 +91,7 @@ func TestJudgeEveryCode(t *testing.T) {
 	facts := []batchFacts{
 		{newestSeq: true, records: 1}, {records: 2}, {maybeWritten: true, records: 2},
 		{earlierUnacked: true, records: 2}, {earlierUnacked: true, earlierRefused: true, records: 2},
+		{earlierUnacked: true, earlierRefused: true, maybeWritten: true, records: 2},
 		{laterAcked: true, records: 2}, {laterAcked: true, maybeWritten: true, records: 2},
 	}
 	for code := int16(-1); code < 140; code++ {
@@ -98,7 +102,7 @@ func TestJudgeEveryCode(t *testing.T) {
 				continue
 			}
 			require.NotEqual(t, actAck, v.act, "code %d acked", code)
-			if f.maybeWritten && !(f.earlierRefused && v.act == actRetry) {
+			if f.maybeWritten {
 				require.True(t, v.maybeWritten, "code %d cleared maybeWritten (%+v)", code, f)
 			}
 			if v.act == actFail {

@@ -42,4 +42,11 @@ type regressions struct {
 	walkActive       bool // issue 20: every pass looks at every partition holding data under Producer.mu
 	handshakeNotRT   bool // issue 19: the handshake's round trip is not the connection's first fastest answer
 	releasePerPass   bool // buffer.memory of completions released at the end of the callback goroutine's pass
+	// An OUT_OF_ORDER_SEQUENCE_NUMBER (or UNKNOWN_PRODUCER_ID) behind a
+	// refused batch is taken as proof that a maybe-written batch is not in
+	// the log, so the bump renumbers it (chaos seeds 15697, 28603).
+	oooProvesUnwritten bool
+	// A batch waiting to be split is split even after a later attempt of
+	// it, sent whole, may have been written (chaos seed 48664).
+	splitMaybeWritten bool
 }

@@ -201,12 +201,30 @@ func (s *sender) batchRejected(b *batch, code int16, cause error, hint *kmsg.Pro
 		s.failBatch(b, ps.goneErr, b.maybeWritten || lookupCode(code).mayAppend)
 		return
 	}
-	v := judge(code, s.facts(b))
+	f := s.facts(b)
+	v := judge(code, f)
+	if s.cfg.regress.oooProvesUnwritten && lookupCode(code).class == classSequence && f.earlierUnacked && f.earlierRefused {
+		v = verdict{act: actRetry}
+		if f.laterAcked {
+			v.act = actOrderLost
+		}
+	}
 	if s.cfg.regress.notLeaderNotWritten && lookupCode(code).class == classLeader {
 		v.maybeWritten = b.maybeWritten
 	}
 	s.cfg.hooks.batchRejected(s, -1, b, cause, v.act == actRetry || v.act == actSplit)
 	b.maybeWritten = v.maybeWritten
+	if b.maybeWritten && !s.cfg.regress.splitMaybeWritten {
+		// A batch waiting to be split (too large) went out whole behind
+		// another retry, and that attempt may be in the log: it is never
+		// split now. Halves carry sub-ranges of its sequences, which the
+		// broker cannot match as duplicates of the written whole (chaos
+		// seed 48664: a half refused as out of order, then failed as
+		// ErrOrderLost while its records were in the log). Sent whole, it
+		// is acked as a duplicate, or refused as too large and fails,
+		// fate unknown (judge).
+		b.split = false
+	}
 	if v.refreshMetadata {
 		if hint != nil && hint.LeaderID >= 0 && hint.LeaderEpoch > ps.leaderEpoch {
 			s.updateLeader(ps, hint.LeaderID, hint.LeaderEpoch) // KIP-951 hint
