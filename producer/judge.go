@@ -105,6 +105,7 @@ type batchFacts struct {
 	earlierUnacked bool // a batch of the partition sent before it is not acked yet
 	earlierRefused bool // one of those is certainly not in the log and not in flight
 	laterAcked     bool // a batch of the partition sent after it was acked
+	resolving      bool // an epoch bump waits: only maybe-written batches are resent, refused ones skipped
 	newestSeq      bool // no batch of the partition has a later sequence number
 	records        int  // records in the batch
 }
@@ -154,21 +155,27 @@ func judge(code int16, f batchFacts) verdict {
 		return v
 	case classSequence:
 		switch {
-		case f.earlierUnacked && f.earlierRefused && maybe:
-			// A predecessor is certainly not in the log, and an earlier
-			// attempt of this batch may be. If it is, the broker took it
-			// past the gap: it had no state for us then (KIP-854 expiry,
-			// the trap of KAFKA-15591), so "a broker holding our state
-			// never appends past a gap" proves nothing, and this answer
-			// cannot tell "not written" from "written, and its sequence
-			// no longer recognised" (chaos seeds 15697, 28603). Sending it
-			// again under a new epoch could write it twice, so it fails,
-			// fate unknown; the bump fails the refused predecessors as
-			// ErrOrderLost (renumber: older than a batch in doubt).
+		case f.earlierUnacked && f.earlierRefused && maybe && f.resolving:
+			// The bump resends this batch alone, skipping a predecessor
+			// certainly not in the log, to learn its fate, and the
+			// broker neither acks it nor takes it as a duplicate. That
+			// does not prove it unwritten: if it is in the log, the
+			// broker took it past the gap, so it had no state for us
+			// then (KIP-854 expiry, the trap of KAFKA-15591) and "a
+			// broker holding our state never appends past a gap" is
+			// what failed; and a broker that lost the batch's metadata
+			// (its snapshot keeps a producer's last batch only) answers
+			// a written batch out of order. Renumbered, it could be
+			// written twice, after its predecessor (chaos seeds 15697,
+			// 28603), and resent as is it would only be refused again:
+			// it fails, fate unknown, and the bump fails the refused
+			// predecessors as ErrOrderLost (renumber: older than a batch
+			// in doubt).
 			v.act, v.bump = actFail, true
 		case f.earlierUnacked:
 			// The gap left by an unacked predecessor explains the answer:
-			// it goes again first, this one follows.
+			// it goes again first, this one follows, still maybe written
+			// if it was (no answer proves an earlier attempt unwritten).
 			v.act = actRetry
 		case maybe:
 			// The oldest unacked batch, and the broker neither has it nor

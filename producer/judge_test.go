@@ -14,6 +14,8 @@ func TestJudge(t *testing.T) {
 	oldest := batchFacts{newestSeq: true, records: 3}
 	behindGap := batchFacts{earlierUnacked: true, records: 3}
 	behindRefused := batchFacts{earlierUnacked: true, earlierRefused: true, maybeWritten: true, records: 3}
+	resolvingBehindRefused := behindRefused
+	resolvingBehindRefused.resolving = true
 	behindRefusedUnwritten := batchFacts{earlierUnacked: true, earlierRefused: true, records: 3}
 	maybe := batchFacts{maybeWritten: true, records: 3}
 	middle := batchFacts{records: 3} // later batches have sequences
@@ -30,8 +32,9 @@ func TestJudge(t *testing.T) {
 		{"duplicate is success", kerr.DuplicateSequenceNumber.Code, maybe, verdict{act: actAck, maybeWritten: true}},
 
 		{"OOOSN behind an unacked batch is the gap: retry", kerr.OutOfOrderSequenceNumber.Code, behindGap, verdict{act: actRetry}},
-		{"OOOSN behind a refused batch, maybe written: fate unknown (it may be past the gap)", kerr.OutOfOrderSequenceNumber.Code, behindRefused, verdict{act: actFail, maybeWritten: true, bump: true}},
-		{"UNKNOWN_PRODUCER_ID behind a refused batch, maybe written: fate unknown", kerr.UnknownProducerID.Code, behindRefused, verdict{act: actFail, maybeWritten: true, bump: true}},
+		{"OOOSN behind a refused batch, maybe written: retry after it, still maybe written", kerr.OutOfOrderSequenceNumber.Code, behindRefused, verdict{act: actRetry, maybeWritten: true}},
+		{"OOOSN resolving a bump behind a refused batch: fate unknown (it may be past the gap)", kerr.OutOfOrderSequenceNumber.Code, resolvingBehindRefused, verdict{act: actFail, maybeWritten: true, bump: true}},
+		{"UNKNOWN_PRODUCER_ID resolving a bump behind a refused batch: fate unknown", kerr.UnknownProducerID.Code, resolvingBehindRefused, verdict{act: actFail, maybeWritten: true, bump: true}},
 		{"OOOSN behind a refused batch, not written: retry", kerr.OutOfOrderSequenceNumber.Code, behindRefusedUnwritten, verdict{act: actRetry}},
 		{"OOOSN on the oldest: state lost, bump and renumber", kerr.OutOfOrderSequenceNumber.Code, oldest, verdict{act: actRetry, bump: true}},
 		{"OOOSN on the oldest that may be written: fate unknown", kerr.OutOfOrderSequenceNumber.Code, maybe, verdict{act: actFail, maybeWritten: true, bump: true}},
@@ -92,6 +95,7 @@ func TestJudgeEveryCode(t *testing.T) {
 		{newestSeq: true, records: 1}, {records: 2}, {maybeWritten: true, records: 2},
 		{earlierUnacked: true, records: 2}, {earlierUnacked: true, earlierRefused: true, records: 2},
 		{earlierUnacked: true, earlierRefused: true, maybeWritten: true, records: 2},
+		{earlierUnacked: true, earlierRefused: true, maybeWritten: true, resolving: true, records: 2},
 		{laterAcked: true, records: 2}, {laterAcked: true, maybeWritten: true, records: 2},
 	}
 	for code := int16(-1); code < 140; code++ {

@@ -174,6 +174,7 @@ func (s *sender) facts(b *batch) batchFacts {
 		maybeWritten: b.maybeWritten,
 		laterAcked:   ps.ackedUpTo > b.ord+1 && !s.cfg.regress.orderLostLeadingOnly,
 		newestSeq:    ps.nextOrd == b.ord+1,
+		resolving:    s.needBump,
 		records:      len(b.records),
 	}
 	for _, x := range ps.inflight {
