@@ -120,7 +120,8 @@ const (
 	WindowLeaderChange
 	// WindowReconnect: a new connection to the partition's leader; the
 	// limit starts again at 5 (the broker may have restarted), or 1 on
-	// Kafka 0.11.
+	// Kafka 0.11. A connection that at once replaces one closed to renew
+	// its SASL session (KIP-368) is not new: the limit carries over.
 	WindowReconnect
 	// WindowIdle: no acknowledgement for longhaul.idle.rearm.ms; the
 	// limit starts again at 5 (the broker may have expired our state).

@@ -210,3 +210,83 @@ func TestReauthNegativeControlControlConnection(t *testing.T) {
 	require.Positive(t, res.renewals, "produce connections still renewed")
 	require.Empty(t, res.other, "no produce connection closed by the broker")
 }
+
+// renewalRun produces a burst of 60 batches (240 records of 100 bytes,
+// batch.size 512) to one partition of a SASL broker whose round trip
+// (100 ms) is about the last 15 % of its session lifetime (200 ms): a
+// renewed connection is drained before the answer to its first request
+// arrives. It returns the records' failures, the window changes and the
+// renewals seen; resets brings back the old rule (a connection replacing
+// a renewed one resets windows and gates like any new connection).
+func renewalRun(t *testing.T, resets bool) (failures []string, windows []windowChange, renewals int) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{RTT: 100 * time.Millisecond, SASL: saslPlain(200 * time.Millisecond),
+			Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
+		ev, h := &connEvents{}, newRecorder()
+		p := memProducer(t, c, n, SASL(plain.Auth{User: "alice", Pass: "secret"}.AsMechanism()), Hooks(ev, h),
+			optFunc(func(c *config) error { c.regress.renewalResets = resets; return nil }))
+		l := newLedger("a", "t")
+		l.produce(p, 0, 240, 100)
+		require.True(t, l.waitAll(time.Minute), "every callback ran")
+		requireClean(t, c, "t", 1, l)
+		require.Zero(t, c.SessionsExpired(), "the broker closed a connection for an expired session")
+		failures, windows = l.failures(), h.windowsOf()
+		_, renewals, _, _ = ev.snapshot()
+	})
+	return failures, windows, renewals
+}
+
+// TestRenewalContinuesConnection: a connection dialed in the pass that
+// closed its node's connection drained for a SASL renewal continues it:
+// the partitions' windows and first-batch gates carry over (the Java
+// client re-authenticates on the same connection). With a round trip
+// about the session's last 15 %, every record of a 60-batch burst is
+// written once, in order, with no error, over several renewals, and no
+// window is reset for a reconnect. Negative control: with the reset of a
+// new connection (the old rule), each connection carries the one gated
+// batch whose ack arrives while it drains, and the burst runs into
+// delivery.timeout.ms (chaos seeds 17356, 23281, 40789).
+func TestRenewalContinuesConnection(t *testing.T) {
+	failures, windows, renewals := renewalRun(t, false)
+	t.Logf("%d renewals, %d records failed", renewals, len(failures))
+	require.Empty(t, failures)
+	require.GreaterOrEqual(t, renewals, 3, "sessions renewed under load")
+	for _, w := range windows {
+		require.NotEqual(t, WindowReconnect, w.why, "window reset by a renewal: %v", windows)
+	}
+	require.Contains(t, windows, windowChange{"t", 0, 5, 20, WindowLearned})
+
+	failures, windows, renewals = renewalRun(t, true)
+	t.Logf("negative control: %d renewals, %d records failed", renewals, len(failures))
+	require.NotEmpty(t, failures, "negative control: the old rule starves the burst")
+	require.Contains(t, failures[0], ErrDeliveryTimeout.Error())
+	require.GreaterOrEqual(t, renewals, 3)
+	require.Contains(t, windows, windowChange{"t", 0, 20, 5, WindowReconnect})
+}
+
+// TestRenewalThenIdleIsNewConnection: a connection renewed while idle is
+// closed and not replaced; the connection the next burst dials later is a
+// new one, as after a loss: the partition's learned window starts again at
+// 5 (the broker may have restarted meanwhile).
+func TestRenewalThenIdleIsNewConnection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{RTT: 5 * time.Millisecond, SASL: saslPlain(time.Second),
+			Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
+		ev, h := &connEvents{}, newRecorder()
+		p := memProducer(t, c, n, SASL(plain.Auth{User: "alice", Pass: "secret"}.AsMechanism()), Hooks(ev, h))
+		l := newLedger("a", "t")
+		l.produce(p, 0, 3, 100)
+		require.True(t, l.waitAll(time.Minute))
+		learned := windowChange{"t", 0, 5, 20, WindowLearned}
+		require.Equal(t, []windowChange{learned}, h.windowsOf())
+
+		time.Sleep(3 * time.Second) // sessions end; the idle connection is renewed and closed
+		_, renewals, _, _ := ev.snapshot()
+		require.Positive(t, renewals, "the idle connection was renewed")
+		l.produce(p, 0, 3, 100)
+		require.True(t, l.waitAll(time.Minute))
+		require.Empty(t, l.failures())
+		require.Equal(t, []windowChange{learned, {"t", 0, 20, 5, WindowReconnect}, learned}, h.windowsOf())
+		requireClean(t, c, "t", 1, l)
+	})
+}

@@ -49,4 +49,5 @@ type regressions struct {
 	// A batch waiting to be split is split even after a later attempt of
 	// it, sent whole, may have been written (chaos seed 48664).
 	splitMaybeWritten bool
+	renewalResets     bool // a connection replacing one drained for its SASL renewal resets windows and gates (chaos seed 17356)
 }

@@ -94,6 +94,7 @@ type nodeState struct {
 	admission    *inflight.Node // this node in the limiter: its request slots
 	conn         *protocol.Conn // nil: not connected
 	draining     *protocol.Conn // being drained to renew its SASL session (checkConn)
+	renewed      bool           // this pass closed the drained one: a dial now continues it (dialed); cleared per pass
 	dialing      bool
 	backoffUntil time.Time
 	failures     int
@@ -442,6 +443,9 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 	}
 	clear(s.nodeList)
 	s.nodeList = s.nodeList[:0]
+	for _, n := range s.nodes {
+		n.renewed = false // a later dial is a new connection
+	}
 	return next
 }
 
