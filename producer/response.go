@@ -227,7 +227,7 @@ func (s *sender) batchRejected(b *batch, code int16, cause error, hint *kmsg.Pro
 		b.split = false
 	}
 	if v.refreshMetadata {
-		if hint != nil && hint.LeaderID >= 0 && hint.LeaderEpoch > ps.leaderEpoch {
+		if hint != nil && hint.LeaderID >= 0 && hint.LeaderEpoch > ps.leaderEpoch && s.hintCurrent(b) {
 			s.updateLeader(ps, hint.LeaderID, hint.LeaderEpoch) // KIP-951 hint
 		}
 		s.wantMetadata()

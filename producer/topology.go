@@ -50,3 +50,17 @@ func (s *sender) dropPartitionLocked(ps *partitionState, err error) {
 	ps.leaderPub.Store(-1)
 	s.p.limiter.SetLeader(ps.admission, -1, -1)
 }
+
+// hintCurrent reports whether a KIP-951 leader hint in the answer to b's
+// attempt may be applied: the attempt named the topic's current id. An
+// answer about a deleted incarnation of the topic names its leader and
+// epoch, and once the re-created topic counts epochs from 0 again
+// (topicRecreatedLocked), an old epoch above the new one would make every
+// later metadata answer look stale: the partition would stay at a leader
+// that is not, until delivery.timeout.ms (chaos seed 58973). Without topic
+// ids (metadata before v10) re-creation is not seen and the hint applies.
+func (s *sender) hintCurrent(b *batch) bool {
+	t := b.part.topic
+	var none [16]byte
+	return s.cfg.regress.oldTopicHints || b.topicID == none || t.id == none || b.topicID == t.id
+}

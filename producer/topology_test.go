@@ -236,3 +236,61 @@ func TestRecreatedTopicSeenInMetadataArmsGate(t *testing.T) {
 		require.Len(t, o.logs[1], 100)
 	})
 }
+
+// staleHintRun: partition 0 of a one-partition topic is led by node 2 at
+// epoch 1; node 2 starts answering in 300 ms, the partition moves to node
+// 1 (epoch 2), and a batch goes to node 2, which refuses it at once with
+// NOT_LEADER_OR_FOLLOWER and the KIP-951 hint "node 1, epoch 2", written
+// 300 ms later. Meanwhile the topic is deleted and created again (its
+// partition 0 led by node 0 at epoch 0), and the producer learns the new
+// topic id from metadata before the old answer, the last batch in flight,
+// arrives; 20 more records follow it. It returns the
+// outcome and the records' failures; oldHints brings back the old rule (a
+// hint applied whatever topic id the answered request named).
+func staleHintRun(t *testing.T, oldHints bool) (v, failures []string) {
+	synctest.Test(t, func(t *testing.T) {
+		topic := broker.TopicConfig{Name: "t", Partitions: 1, Window: 20}
+		c, n := memCluster(t, broker.Config{Nodes: 3, RTT: 5 * time.Millisecond, Topics: []broker.TopicConfig{topic}})
+		require.NoError(t, c.MoveLeader("t", 0, 2))
+		p := memProducer(t, c, n, Linger(0), MetadataMaxAge(20*time.Millisecond),
+			optFunc(func(c *config) error { c.regress.oldTopicHints = oldHints; return nil }))
+		l := newLedger("a", "t")
+		warmUp(t, p, l, 0)
+		c.SetRTT(2, 300*time.Millisecond)
+		require.NoError(t, c.MoveLeader("t", 0, 1))
+		l.produce(p, 0, 1, 100)
+		time.Sleep(20 * time.Millisecond) // node 2 has refused it, its answer on the way
+		gone, err := c.DeleteTopic("t")
+		require.NoError(t, err)
+		require.NoError(t, c.CreateTopic(topic))
+		leader, epoch := c.Leader("t", 0)
+		require.Equal(t, []int32{0, 0}, []int32{leader, epoch}, "the new partition 0: node 0, epoch 0")
+		time.Sleep(400 * time.Millisecond) // the old answer, the last in flight, has arrived
+		l.produce(p, 0, 20, 100)
+		require.True(t, l.waitAll(time.Minute), "callbacks")
+		o := collectOutcome(c, "t", 1, l)
+		o.addDeleted(gone)
+		v, failures = checkOutcome(o), l.failures()
+	})
+	return v, failures
+}
+
+// TestStaleTopicHintIgnored: a KIP-951 leader hint in the answer to a
+// request that named a deleted incarnation of the topic is not applied to
+// the re-created one: its epoch (2) is above every epoch of the new topic,
+// which counts from 0 again, so it would make every later metadata answer
+// look stale and keep the partition at a node that does not lead it until
+// delivery.timeout.ms (chaos seed 58973). With the fix every record is
+// written once and in order, none fails; the negative control (the hint
+// applied) fails the records with ErrDeliveryTimeout.
+func TestStaleTopicHintIgnored(t *testing.T) {
+	v, failures := staleHintRun(t, false)
+	require.Empty(t, v)
+	require.Empty(t, failures)
+
+	v, failures = staleHintRun(t, true)
+	t.Logf("negative control: %d records failed: %v", len(failures), firstN(failures, 1))
+	require.Empty(t, v)
+	require.NotEmpty(t, failures, "negative control: the stale hint starves the partition")
+	require.Contains(t, failures[0], ErrDeliveryTimeout.Error())
+}
