@@ -50,6 +50,5 @@ type regressions struct {
 	// it, sent whole, may have been written (chaos seed 48664).
 	splitMaybeWritten bool
 	renewalResets     bool // a connection replacing one drained for its SASL renewal resets windows and gates (chaos seed 17356)
-	renewalResets     bool // a connection replacing one drained for its SASL renewal resets windows and gates (chaos seed 17356)
 	oldTopicHints     bool // KIP-951 hints in answers about a deleted topic's batches applied to the re-created one (chaos seed 58973)
 }
