@@ -103,6 +103,7 @@ func TestProduceClockRebases(t *testing.T) {
 	got := pc.now()
 	require.False(t, pc.clockBase.IsZero())
 	assert.Equal(t, got, pc.clockBase, "the first call reads the clock")
+	assert.False(t, got.Before(before), "the first reading %v is before the call (%v)", got, before)
 
 	base := pc.clockBase
 	next := pc.now()
@@ -111,8 +112,8 @@ func TestProduceClockRebases(t *testing.T) {
 
 	for _, stale := range []time.Time{time.Now().Add(-clockRebase - time.Millisecond), time.Now().Add(time.Hour)} {
 		pc.clockBase = stale
-		before = time.Now()
-		got = pc.now()
+		before := time.Now()
+		got := pc.now()
 		after := time.Now()
 		assert.NotEqual(t, stale, pc.clockBase, "a base %v from now is read again", time.Until(stale))
 		assert.False(t, got.Before(before) || got.After(after), "now %v outside %v..%v", got, before, after)
