@@ -48,7 +48,8 @@ type regressions struct {
 	oooProvesUnwritten bool
 	// A batch waiting to be split is split even after a later attempt of
 	// it, sent whole, may have been written (chaos seed 48664).
-	splitMaybeWritten bool
-	renewalResets     bool // a connection replacing one drained for its SASL renewal resets windows and gates (chaos seed 17356)
-	oldTopicHints     bool // KIP-951 hints in answers about a deleted topic's batches applied to the re-created one (chaos seed 58973)
+	splitMaybeWritten  bool
+	renewalResets      bool // a connection replacing one drained for its SASL renewal resets windows and gates (chaos seed 17356)
+	oldTopicHints      bool // KIP-951 hints in answers about a deleted topic's batches applied to the re-created one (chaos seed 58973)
+	recreateKeepsEpoch bool // a re-created topic keeps the epoch, its partitions continuing their sequences (chaos seed 150440)
 }

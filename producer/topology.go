@@ -15,9 +15,21 @@ import "fmt"
 // ErrPartitionGone. Called on the sender goroutine with p.mu held.
 func (s *sender) topicRecreatedLocked(t *topicState, count int32) {
 	s.p.log.Info("topic re-created: new topic id", "topic", t.name, "partitions", count)
+	sent := false
 	for _, ps := range t.parts {
 		ps.leaderEpoch, ps.pendingEpoch = -1, -1
 		s.p.limiter.Reset(ps.admission)
+		sent = sent || ps.nextSeq > 0
+	}
+	// A request that names topics (Produce before v13) sent before the
+	// change was seen went to the new topic: its log may hold our batches
+	// under this epoch, numbered where the old topic's left off, with
+	// gaps where batches went to the old one. Sequences cannot continue
+	// from what we sent, and a rewind to 0 is out of order for such a
+	// state: a new epoch starts every partition's sequence at 0 (chaos
+	// seed 150440: the next batch got OUT_OF_ORDER_SEQUENCE_NUMBER).
+	if sent && s.haveID && !s.cfg.regress.recreateKeepsEpoch {
+		s.needBump = true
 	}
 	if count >= int32(len(t.parts)) {
 		return
