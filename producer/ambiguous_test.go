@@ -50,11 +50,7 @@ func recordErr(t *testing.T, l *ledger, part int32, seq int) error {
 // fate unknown, batch 2 as ErrOrderLost, and nothing be duplicated.
 func TestMixedFaultOutOfOrderPastGapFailsFateUnknown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, n := memCluster(t, broker.Config{RTT: 20 * time.Millisecond,
-			Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
-		p := memProducer(t, c, n, Linger(0))
-		l := newLedger("a", "t")
-		warmUp(t, p, l, 0)
+		c, p, l := warmWindow20(t, 1, Linger(0))
 		c.ExpireProducerIDs()
 		c.ScriptAnswers("t", 0,
 			broker.Answer{Code: kerr.UnsupportedVersion.Code},
@@ -95,11 +91,7 @@ func TestMixedFaultOutOfOrderPastGapFailsFateUnknown(t *testing.T) {
 // again, it is acked as a duplicate.
 func TestMixedFaultMaybeWrittenBatchNotSplit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, n := memCluster(t, broker.Config{RTT: 20 * time.Millisecond,
-			Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
-		p := memProducer(t, c, n, Linger(5*time.Millisecond))
-		l := newLedger("a", "t")
-		warmUp(t, p, l, 0)
+		c, p, l := warmWindow20(t, 1, Linger(5*time.Millisecond))
 		c.ScriptAnswers("t", 0,
 			broker.Answer{Code: kerr.NotEnoughReplicas.Code},                            // A1
 			broker.Answer{Code: kerr.NotEnoughReplicas.Code},                            // A2

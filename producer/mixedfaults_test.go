@@ -32,6 +32,23 @@ func warmUp(t *testing.T, p *Producer, l *ledger, parts ...int32) {
 	require.Empty(t, l.failures(), "warm-up")
 }
 
+// warmWindow20 starts a cluster of one topic "t" with parts partitions at
+// window 20 over a 20 ms round trip, and a producer with opts whose
+// ledger "a" has warmed every partition (warmUp).
+func warmWindow20(t *testing.T, parts int32, opts ...Opt) (*broker.Cluster, *Producer, *ledger) {
+	t.Helper()
+	c, n := memCluster(t, broker.Config{RTT: 20 * time.Millisecond,
+		Topics: []broker.TopicConfig{{Name: "t", Partitions: parts, Window: 20}}})
+	p := memProducer(t, c, n, opts...)
+	l := newLedger("a", "t")
+	all := make([]int32, parts)
+	for i := range all {
+		all[i] = int32(i)
+	}
+	warmUp(t, p, l, all...)
+	return c, p, l
+}
+
 // requireClean fails on any violation checkOutcome finds.
 func requireClean(t *testing.T, c *broker.Cluster, topic string, partitions int32, ls ...*ledger) {
 	t.Helper()
@@ -45,11 +62,7 @@ func requireClean(t *testing.T, c *broker.Cluster, topic string, partitions int3
 // acked. C must not be written after its successors.
 func TestMixedFaultExpiredStateTimeoutThenNotEnoughReplicasKeepsOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, n := memCluster(t, broker.Config{RTT: 20 * time.Millisecond,
-			Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
-		p := memProducer(t, c, n, Linger(0))
-		l := newLedger("a", "t")
-		warmUp(t, p, l, 0)
+		c, p, l := warmWindow20(t, 1, Linger(0))
 		require.Equal(t, 20, p.InFlightLimit("t", 0))
 		c.ExpireProducerIDs()
 		c.ScriptAnswers("t", 0,
@@ -68,11 +81,7 @@ func TestMixedFaultExpiredStateTimeoutThenNotEnoughReplicasKeepsOrder(t *testing
 // delivery.timeout.ms (6 s here).
 func TestMixedFaultStalledBumpDoesNotBlockOtherPartitions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, n := memCluster(t, broker.Config{RTT: 20 * time.Millisecond,
-			Topics: []broker.TopicConfig{{Name: "t", Partitions: 2, Window: 20}}})
-		p := memProducer(t, c, n, Linger(0))
-		l := newLedger("a", "t")
-		warmUp(t, p, l, 0, 1)
+		c, p, l := warmWindow20(t, 2, Linger(0))
 		c.ScriptAnswers("t", 0,
 			broker.Answer{Code: kerr.InvalidRecord.Code},
 			broker.Answer{Code: kerr.NotEnoughReplicas.Code},
@@ -126,11 +135,7 @@ func TestMixedFaultPreKIP360BrokerTakesNewProducerID(t *testing.T) {
 // renumbered and written a second time.
 func TestMixedFaultAppendedThenNotLeaderNotDuplicatedByBump(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, n := memCluster(t, broker.Config{RTT: 20 * time.Millisecond,
-			Topics: []broker.TopicConfig{{Name: "t", Partitions: 2, Window: 20}}})
-		p := memProducer(t, c, n, Linger(5*time.Millisecond))
-		l := newLedger("a", "t")
-		warmUp(t, p, l, 0, 1)
+		c, p, l := warmWindow20(t, 2, Linger(5*time.Millisecond))
 		c.ScriptAnswers("t", 0, broker.Answer{Code: kerr.NotLeaderForPartition.Code, Mode: broker.AppendThenFail})
 		c.ScriptAnswers("t", 1, broker.Answer{Code: kerr.InvalidProducerEpoch.Code})
 		l.produce(p, 0, 1, 100)
@@ -149,11 +154,7 @@ func TestMixedFaultAppendedThenNotLeaderNotDuplicatedByBump(t *testing.T) {
 // callbacks must still run in produce order within the partition.
 func TestMixedFaultCallbacksInOrderAfterLostResponse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, n := memCluster(t, broker.Config{RTT: 20 * time.Millisecond,
-			Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
-		p := memProducer(t, c, n, Linger(0))
-		l := newLedger("a", "t")
-		warmUp(t, p, l, 0)
+		c, p, l := warmWindow20(t, 1, Linger(0))
 		c.DropProduceResponses(0, 1)
 		l.produce(p, 0, 80, 100)
 		require.True(t, l.waitAll(time.Minute))
