@@ -73,9 +73,9 @@ func TestInvalidRecords(t *testing.T) {
 	if err := p.ProduceSync(t.Context(), r).FirstErr(); !errors.Is(err, ErrInvalidRecord) {
 		t.Errorf("partition 7 of 2: %v", err)
 	}
-	var got error
-	p.Produce(t.Context(), nil, func(_ *Record, err error) { got = err })
-	if !errors.Is(got, ErrInvalidRecord) {
+	errc := make(chan error, 1)
+	p.Produce(t.Context(), nil, func(_ *Record, err error) { errc <- err })
+	if got := <-errc; !errors.Is(got, ErrInvalidRecord) {
 		t.Errorf("nil record: %v", got)
 	}
 }

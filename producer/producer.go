@@ -175,7 +175,7 @@ func (p *Producer) produce(ctx context.Context, r *Record, cb Callback, block bo
 		cb = func(*Record, error) {}
 	}
 	if r == nil {
-		cb(r, fmt.Errorf("%w: nil record", ErrInvalidRecord))
+		p.reject(r, cb, fmt.Errorf("%w: nil record", ErrInvalidRecord)) // on the callback goroutine, as the doc says
 		return
 	}
 	if !r.fixedPartition {
