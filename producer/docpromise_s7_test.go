@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-kafka/longhaul/internal/broker"
 )
 
 // unstartedProducer is a producer whose brokers never answer: enough for
@@ -63,4 +66,33 @@ func TestNilRecordCalledBackOnCallbackGoroutine(t *testing.T) {
 		release.Do(func() { close(hold) })
 		require.ErrorIs(t, <-errc, ErrInvalidRecord)
 	}
+}
+
+// TestLimitUnderMaxWindow: InFlightLimit and PartitionStats.Limit report
+// the limit the producer applies, longhaul.max.window included (as
+// HookWindowChanged's "every partition starts at 5 (or max.window if
+// lower)" says): below the default before the window is learned, and the
+// cap, not the broker's window, after. Their docs said "5 until learned,
+// then the broker's window".
+func TestLimitUnderMaxWindow(t *testing.T) {
+	c := startCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 2, Window: 20}}})
+	p := newTestProducer(t, c, MaxWindow(3))
+	r := &Record{Topic: "t", Value: []byte("v")}
+	r.SetPartition(0)
+	require.NoError(t, p.ProduceSync(t.Context(), r).FirstErr())
+	assert.Equal(t, 3, p.InFlightLimit("t", 0), "learned 20, capped at 3")
+	assert.Equal(t, 3, p.InFlightLimit("t", 1), "not learned: 5, capped at 3")
+	assert.Equal(t, 5, p.InFlightLimit("t", 2), "a partition it does not know")
+	limits := map[int32]int{}
+	for _, ps := range p.Stats().Partitions {
+		limits[ps.Partition] = ps.Limit
+	}
+	assert.Equal(t, map[int32]int{0: 3, 1: 3}, limits)
+
+	// Without the cap the same steps give the documented 5 and the
+	// broker's window: the cap is what changed them.
+	q := newTestProducer(t, c)
+	require.NoError(t, q.ProduceSync(t.Context(), r).FirstErr())
+	assert.Equal(t, 20, q.InFlightLimit("t", 0))
+	assert.Equal(t, 5, q.InFlightLimit("t", 1))
 }
