@@ -29,6 +29,7 @@ type config struct {
 	bufferMemory       int64
 	maxRequestSize     int
 	deliveryTimeout    time.Duration
+	deliveryTimeoutSet bool // delivery.timeout.ms was given, not defaulted (validate)
 	requestTimeout     time.Duration
 	retryBackoff       time.Duration
 	retryBackoffMax    time.Duration
@@ -135,8 +136,8 @@ var properties = append([]property{
 		intSetter(1, math.MaxInt64, func(c *config, n int) { c.bufferMemory = int64(n) })},
 	{"max.request.size", "1048576", "largest produce request, and so largest record, in bytes",
 		intSetter(protocol.RecordBatchOverhead+1, math.MaxInt32, func(c *config, n int) { c.maxRequestSize = n })},
-	{"delivery.timeout.ms", "120000", "time from Produce to a final outcome, retries included, in ms",
-		durationSetter(1, func(c *config, d time.Duration) { c.deliveryTimeout = d })},
+	{"delivery.timeout.ms", "120000", "time from Produce to a final outcome, retries included, in ms; when not set, at least linger.ms + request.timeout.ms (as Java)",
+		durationSetter(1, func(c *config, d time.Duration) { c.deliveryTimeout, c.deliveryTimeoutSet = d, true })},
 	{"request.timeout.ms", "30000", "how long to wait for one response, in ms",
 		durationSetter(1, func(c *config, d time.Duration) { c.requestTimeout = d })},
 	{"retry.backoff.ms", "100", "first wait before a retry, in ms",
@@ -268,6 +269,7 @@ func defaultConfig() config {
 			panic("producer: bad default for " + p.name + ": " + err.Error())
 		}
 	}
+	c.deliveryTimeoutSet = false
 	return c
 }
 
@@ -275,6 +277,12 @@ func defaultConfig() config {
 func (c *config) validate() error {
 	if len(c.bootstrap) == 0 {
 		return &ConfigError{Property: "bootstrap.servers", Reason: "required: at least one host:port"}
+	}
+	if c.deliveryTimeout < c.linger+c.requestTimeout && !c.deliveryTimeoutSet {
+		// As the Java client does (configureDeliveryTimeout): a config
+		// that raised request.timeout.ms or linger.ms past the default
+		// keeps working; only an explicit value below the sum is an error.
+		c.deliveryTimeout = c.linger + c.requestTimeout
 	}
 	if c.deliveryTimeout < c.linger+c.requestTimeout {
 		return &ConfigError{Property: "delivery.timeout.ms", Value: strconv.FormatInt(c.deliveryTimeout.Milliseconds(), 10),

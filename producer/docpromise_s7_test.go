@@ -96,3 +96,39 @@ func TestLimitUnderMaxWindow(t *testing.T) {
 	assert.Equal(t, 20, q.InFlightLimit("t", 0))
 	assert.Equal(t, 5, q.InFlightLimit("t", 1))
 }
+
+// TestDeliveryTimeoutFollowsJavaDefaulting: a pasted Java config that
+// raises request.timeout.ms (or linger.ms) past the default
+// delivery.timeout.ms works in the Java client, which raises the unset
+// delivery.timeout.ms to linger.ms + request.timeout.ms (KafkaProducer's
+// configureDeliveryTimeout); only an explicit delivery.timeout.ms below
+// that sum is an error there. It was a ConfigError here, naming a property
+// the user never set.
+func TestDeliveryTimeoutFollowsJavaDefaulting(t *testing.T) {
+	p, err := NewFromProperties(map[string]string{"bootstrap.servers": "127.0.0.1:1", "request.timeout.ms": "200000", "linger.ms": "50"})
+	require.NoError(t, err)
+	assert.Equal(t, 200050*time.Millisecond, p.cfg.deliveryTimeout)
+	require.NoError(t, p.Close(t.Context()))
+
+	q, err := New(BootstrapServers("127.0.0.1:1"), RequestTimeout(150*time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, 150005*time.Millisecond, q.cfg.deliveryTimeout, "linger.ms 5 + request.timeout.ms")
+	require.NoError(t, q.Close(t.Context()))
+
+	// Set explicitly, below the sum: an error, as in Java, whichever
+	// order the options come in.
+	for _, opts := range [][]Opt{
+		{DeliveryTimeout(100 * time.Second), RequestTimeout(150 * time.Second)},
+		{RequestTimeout(150 * time.Second), DeliveryTimeout(100 * time.Second)},
+	} {
+		_, err = New(append([]Opt{BootstrapServers("127.0.0.1:1")}, opts...)...)
+		var ce *ConfigError
+		require.ErrorAs(t, err, &ce)
+		assert.Equal(t, "delivery.timeout.ms", ce.Property)
+	}
+	// The default is kept when it is large enough.
+	r, err := New(BootstrapServers("127.0.0.1:1"))
+	require.NoError(t, err)
+	assert.Equal(t, 120*time.Second, r.cfg.deliveryTimeout)
+	require.NoError(t, r.Close(t.Context()))
+}

@@ -68,7 +68,9 @@ func BufferMemory(bytes int64) Opt {
 func MaxRequestSize(bytes int) Opt { return propOpt{"max.request.size", strconv.Itoa(bytes)} }
 
 // DeliveryTimeout sets delivery.timeout.ms: the time from Produce to a final
-// outcome, retries included. Default 120s.
+// outcome, retries included. Default 120s, or linger.ms + request.timeout.ms
+// when that is more, as in the Java client; set below that sum it is a
+// ConfigError.
 func DeliveryTimeout(d time.Duration) Opt { return propOpt{"delivery.timeout.ms", ms(d)} }
 
 // RequestTimeout sets request.timeout.ms: how long to wait for one response
