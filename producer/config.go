@@ -298,10 +298,8 @@ func (c *config) validate() error {
 	if c.retryBackoffMax < c.retryBackoff {
 		c.retryBackoffMax = c.retryBackoff // as the Java client does
 	}
-	if int64(c.maxRequestSize) > c.bufferMemory {
-		return &ConfigError{Property: "max.request.size", Value: strconv.Itoa(c.maxRequestSize),
-			Reason: fmt.Sprintf("must not exceed buffer.memory (%d)", c.bufferMemory)}
-	}
+	// max.request.size may exceed buffer.memory, as in the Java client:
+	// records larger than buffer.memory fail alone (produce).
 	return nil
 }
 

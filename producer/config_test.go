@@ -68,7 +68,6 @@ func TestInvalidConfigNamesProperty(t *testing.T) {
 		{map[string]string{"bootstrap.servers": "nohostport"}, "bootstrap.servers", "host:port"},
 		{map[string]string{}, "bootstrap.servers", "required"},
 		{map[string]string{"delivery.timeout.ms": "100"}, "delivery.timeout.ms", "linger.ms + request.timeout.ms"},
-		{map[string]string{"max.request.size": "2000000", "buffer.memory": "1000000"}, "max.request.size", "buffer.memory"},
 	}
 	for _, tc := range cases {
 		props := map[string]string{"bootstrap.servers": "127.0.0.1:1"}

@@ -132,3 +132,19 @@ func TestDeliveryTimeoutFollowsJavaDefaulting(t *testing.T) {
 	assert.Equal(t, 120*time.Second, r.cfg.deliveryTimeout)
 	require.NoError(t, r.Close(t.Context()))
 }
+
+// TestBufferMemoryBelowMaxRequestSize: the Java client accepts a
+// buffer.memory below max.request.size (a small container's producer sets
+// buffer.memory alone) and fails only the records larger than
+// buffer.memory, as Produce's doc says ("larger than max.request.size or
+// buffer.memory ... fails at once"). New refused such a config.
+func TestBufferMemoryBelowMaxRequestSize(t *testing.T) {
+	c := startCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
+	p := newTestProducer(t, c, Property("buffer.memory", "65536"))
+	small := &Record{Topic: "t", Value: make([]byte, 40000)}
+	big := &Record{Topic: "t", Value: make([]byte, 70000)} // under max.request.size, over buffer.memory
+	res := p.ProduceSync(t.Context(), small, big)
+	require.NoError(t, res[0].Err)
+	require.ErrorIs(t, res[1].Err, ErrRecordTooLarge)
+	require.Len(t, c.Records("t", 0), 1)
+}
