@@ -129,7 +129,8 @@ var properties = append([]property{
 	{"max.in.flight.requests.per.connection", "5", "produce requests in flight per broker connection, at least 1; values above 5 are fine with idempotence (KIP-1269)",
 		intSetter(1, math.MaxInt32, func(c *config, n int) { c.maxInFlightPerConn = n })},
 	{"batch.size", "16384", "target bytes per batch, per partition, its 61-byte header included (as Java counts)",
-		intSetter(1, math.MaxInt32, func(c *config, n int) { c.batchSize = n })},
+		// 0, as in Java, disables batching: one record per batch, as 1 does.
+		intSetter(0, math.MaxInt32, func(c *config, n int) { c.batchSize = max(n, 1) })},
 	{"linger.ms", "5", "how long a batch may wait for more records, in ms",
 		durationSetter(0, func(c *config, d time.Duration) { c.linger = d })},
 	{"buffer.memory", "33554432", "bytes of records buffered before Produce blocks",

@@ -50,7 +50,7 @@ func TestInvalidConfigNamesProperty(t *testing.T) {
 		prop   string
 		range_ string
 	}{
-		{map[string]string{"batch.size": "0"}, "batch.size", "between 1 and"},
+		{map[string]string{"batch.size": "-1"}, "batch.size", "between 0 and"},
 		{map[string]string{"batch.size": "lots"}, "batch.size", "integer"},
 		{map[string]string{"max.in.flight.requests.per.connection": "0"}, "max.in.flight.requests.per.connection", "between 1 and"},
 		{map[string]string{"acks": "1"}, "acks", "set acks=all"},

@@ -148,3 +148,16 @@ func TestBufferMemoryBelowMaxRequestSize(t *testing.T) {
 	require.ErrorIs(t, res[1].Err, ErrRecordTooLarge)
 	require.Len(t, c.Records("t", 0), 1)
 }
+
+// TestBatchSizeZeroDisablesBatching: the Java client accepts batch.size=0
+// ("a batch size of zero will disable batching entirely"); a pasted
+// config with it was a ConfigError. It makes every record a batch of its
+// own, as a batch.size below any record does.
+func TestBatchSizeZeroDisablesBatching(t *testing.T) {
+	c := startCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
+	p := newTestProducer(t, c, Property("batch.size", "0"), Linger(time.Second))
+	recs := []*Record{{Topic: "t", Value: []byte("a")}, {Topic: "t", Value: []byte("b")}, {Topic: "t", Value: []byte("c")}}
+	require.NoError(t, p.ProduceSync(t.Context(), recs...).FirstErr())
+	assert.Equal(t, int64(3), p.Stats().BatchesSent, "one batch per record")
+	require.Len(t, c.Records("t", 0), 3)
+}

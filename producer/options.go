@@ -50,7 +50,8 @@ func MaxInFlightRequestsPerConnection(n int) Opt {
 // bytes, its 61-byte RecordBatch header included, as the Java client and
 // kgo count it, so a batch.size no larger than the topic's max.message.bytes
 // gives batches the broker accepts. A record larger than that goes in a
-// batch of its own. Default 16384.
+// batch of its own; 0, as in the Java client, puts every record in a batch
+// of its own. Default 16384.
 func BatchSize(bytes int) Opt { return propOpt{"batch.size", strconv.Itoa(bytes)} }
 
 // Linger sets linger.ms: how long a batch that is not full waits for more
