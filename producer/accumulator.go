@@ -549,6 +549,7 @@ func (p *Producer) failWaitingLocked(t *topicState, cause error) {
 
 // failRecordLocked fails an accepted record that is in no batch.
 func (p *Producer) failRecordLocked(pr pendingRecord, err error) {
+	p.s.stats.recordsFailed.Add(1) // Stats.RecordsFailed counts every accepted record that failed
 	p.cbs.pushCounted(completion{rec: pr.rec, cb: pr.cb, err: err, gen: pr.gen, memory: int64(pr.size)}, p)
 }
 

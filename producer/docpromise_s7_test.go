@@ -161,3 +161,34 @@ func TestBatchSizeZeroDisablesBatching(t *testing.T) {
 	assert.Equal(t, int64(3), p.Stats().BatchesSent, "one batch per record")
 	require.Len(t, c.Records("t", 0), 3)
 }
+
+// TestRecordsFailedCountsEveryAcceptedFailure: Stats.RecordsFailed is
+// "records failed after they were accepted". Records accepted while their
+// topic's partitions were unknown that then failed (max.block.ms,
+// ErrTopicMetadata), and buffered records ProduceSync withdrew when its
+// context ended, were accepted (HookRecordDone saw them) but not counted:
+// only failed batches were.
+func TestRecordsFailedCountsEveryAcceptedFailure(t *testing.T) {
+	c := startCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
+	var done atomic.Int64
+	p := newTestProducer(t, c, MaxBlock(50*time.Millisecond), Linger(10*time.Second), Hooks(recordDoneFunc(func(*Record, error) { done.Add(1) })))
+
+	res := p.ProduceSync(t.Context(), &Record{Topic: "nope", Value: []byte("v")})
+	require.ErrorIs(t, res.FirstErr(), ErrTopicMetadata)
+	assert.Equal(t, int64(1), p.Stats().RecordsFailed, "failed waiting for its topic's partitions")
+
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	res = p.ProduceSync(ctx, &Record{Topic: "t", Value: []byte("v")}) // lingers: withdrawn
+	require.ErrorIs(t, res.FirstErr(), context.DeadlineExceeded)
+	require.False(t, IsFateUnknown(res.FirstErr()))
+	require.NoError(t, p.Flush(t.Context()))
+	assert.Equal(t, int64(2), p.Stats().RecordsFailed, "withdrawn by ProduceSync")
+	assert.Equal(t, int64(2), done.Load(), "both were accepted: HookRecordDone saw them")
+	assert.Zero(t, p.Stats().RecordsSent)
+}
+
+// recordDoneFunc adapts a function to HookRecordDone.
+type recordDoneFunc func(*Record, error)
+
+func (f recordDoneFunc) OnRecordDone(r *Record, err error) { f(r, err) }
