@@ -1,0 +1,134 @@
+package producer
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/longhaul-kafka/longhaul/internal/broker"
+	"github.com/longhaul-kafka/longhaul/internal/memnet"
+	"github.com/longhaul-kafka/longhaul/protocol"
+)
+
+// metadataProxy relays every request of a one-node cluster and its answer,
+// pointing Metadata's brokers at itself and letting edit change the
+// answer: enough to make the broker answer what it cannot be configured
+// to (a topic the producer is not authorized for).
+func metadataProxy(t *testing.T, n *memnet.Network, upstream string, edit func(*kmsg.MetadataResponse)) string {
+	ln, err := n.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	p, _ := strconv.Atoi(port)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := n.Dial(context.Background(), "tcp", upstream)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, up)
+			mu.Unlock()
+			wg.Go(func() {
+				defer c.Close()
+				defer up.Close()
+				cr, ur := bufio.NewReader(c), bufio.NewReader(up)
+				for {
+					frame, err := protocol.ReadFrame(cr, nil, 0)
+					if err != nil {
+						return
+					}
+					h, req, err := protocol.ParseRequest(frame)
+					if err != nil {
+						return
+					}
+					if _, err := up.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(frame))), frame...)); err != nil {
+						return
+					}
+					resp, err := protocol.ReadFrame(ur, nil, 0)
+					if err != nil {
+						return
+					}
+					w := append(binary.BigEndian.AppendUint32(nil, uint32(len(resp))), resp...)
+					if h.Key == 3 {
+						r, err := protocol.ParseResponse(resp, req, h.CorrelationID)
+						if err != nil {
+							return
+						}
+						md := r.(*kmsg.MetadataResponse)
+						for i := range md.Brokers {
+							md.Brokers[i].Host, md.Brokers[i].Port = host, int32(p)
+						}
+						edit(md)
+						w = protocol.AppendResponse(nil, h.CorrelationID, md)
+					}
+					if _, err := c.Write(w); err != nil {
+						return
+					}
+				}
+			})
+		}
+	})
+	return ln.Addr().String()
+}
+
+// TestTopicAuthorizationFailsAtOnce: ErrTopicMetadata's doc says records
+// whose topic the broker answers TOPIC_AUTHORIZATION_FAILED for fail at
+// once (not after max.block.ms), wrapped in a DeliveryError with the
+// broker's error so errors.Is(err, kerr.TopicAuthorizationFailed) works,
+// and were never sent; other topics go on.
+func TestTopicAuthorizationFailsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "denied", Partitions: 1}, {Name: "ok", Partitions: 1}}})
+		addr := metadataProxy(t, n, c.Addr(), func(md *kmsg.MetadataResponse) {
+			for i := range md.Topics {
+				if tp := &md.Topics[i]; tp.Topic != nil && *tp.Topic == "denied" {
+					tp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+					tp.Partitions = nil
+				}
+			}
+		})
+		p := memProducer(t, c, n, BootstrapServers(addr), MaxBlock(time.Minute), DeliveryTimeout(2*time.Minute))
+		start := time.Now()
+		res := p.ProduceSync(t.Context(), &Record{Topic: "denied", Value: []byte("v")}, &Record{Topic: "ok", Value: []byte("w")})
+		took := time.Since(start)
+		err := res[0].Err
+		require.ErrorIs(t, err, ErrTopicMetadata)
+		require.ErrorIs(t, err, kerr.TopicAuthorizationFailed)
+		var de *DeliveryError
+		require.ErrorAs(t, err, &de)
+		assert.False(t, de.FateUnknown, "never sent")
+		assert.Equal(t, "denied", de.Topic)
+		assert.Less(t, took, time.Second, "at once, not at max.block.ms (virtual time)")
+		require.NoError(t, res[1].Err, "another topic goes on")
+		assert.Empty(t, c.Records("denied", 0))
+		assert.Len(t, c.Records("ok", 0), 1)
+	})
+}
