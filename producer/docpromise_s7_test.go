@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -192,3 +193,47 @@ func TestRecordsFailedCountsEveryAcceptedFailure(t *testing.T) {
 type recordDoneFunc func(*Record, error)
 
 func (f recordDoneFunc) OnRecordDone(r *Record, err error) { f(r, err) }
+
+// TestCloseFailsSentAndUnsentApart: Close's doc: once ctx ends it fails
+// what is undelivered with ErrClosed, "as a *DeliveryError marked
+// FateUnknown when it had been sent", and returns "an error wrapping
+// ctx's". A batch in flight to a stalled broker and one held behind it
+// (the partition's first batch goes alone) fail apart: the first maybe
+// written, the second certainly not, and never in the log.
+func TestCloseFailsSentAndUnsentApart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 2}}})
+		p := memProducer(t, c, n)
+		warm := &Record{Topic: "t", Value: []byte("warm")}
+		warm.SetPartition(1)
+		require.NoError(t, p.ProduceSync(t.Context(), warm).FirstErr())
+
+		c.Stall(0, 3*time.Second)
+		errs := make(chan error, 2)
+		sent := &Record{Topic: "t", Value: []byte("sent")}
+		sent.SetPartition(0)
+		p.Produce(t.Context(), sent, func(_ *Record, err error) { errs <- err })
+		time.Sleep(100 * time.Millisecond)
+		require.Equal(t, 1, p.Stats().Partitions[0].InFlight, "the first batch is in flight")
+		held := &Record{Topic: "t", Value: []byte("held")}
+		held.SetPartition(0)
+		p.Produce(t.Context(), held, func(_ *Record, err error) { errs <- err })
+		time.Sleep(100 * time.Millisecond)
+
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		require.ErrorIs(t, p.Close(ctx), context.DeadlineExceeded)
+		for _, fateUnknown := range []bool{true, false} {
+			err := <-errs
+			require.ErrorIs(t, err, ErrClosed)
+			var de *DeliveryError
+			require.ErrorAs(t, err, &de)
+			assert.Equal(t, fateUnknown, de.FateUnknown, "%v", err)
+			assert.Equal(t, fateUnknown, IsFateUnknown(err))
+		}
+		time.Sleep(3 * time.Second) // the stall ends; the broker handles what it read
+		for _, r := range c.Records("t", 0) {
+			assert.NotEqual(t, "held", string(r.Value), "a record reported without FateUnknown is not in the log")
+		}
+	})
+}
