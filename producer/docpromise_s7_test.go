@@ -237,3 +237,26 @@ func TestCloseFailsSentAndUnsentApart(t *testing.T) {
 		}
 	})
 }
+
+// TestProduceSyncOutcomesKept: "Records that already had their outcome
+// keep it" when ProduceSync's ctx ends: a record rejected at once keeps
+// its ErrInvalidRecord and a delivered one its success and offset, while
+// one still waiting (for its topic's partitions) is withdrawn with ctx's
+// error.
+func TestProduceSyncOutcomesKept(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
+		p := memProducer(t, c, n, MaxBlock(time.Hour))
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		res := p.ProduceSync(ctx, &Record{Value: []byte("no topic")}, &Record{Topic: "t", Value: []byte("ok")}, &Record{Topic: "nowhere", Value: []byte("w")})
+		require.Len(t, res, 3)
+		assert.ErrorIs(t, res[0].Err, ErrInvalidRecord)
+		assert.NotErrorIs(t, res[0].Err, context.DeadlineExceeded)
+		assert.NoError(t, res[1].Err)
+		assert.Equal(t, int64(0), res[1].Record.Offset)
+		assert.ErrorIs(t, res[2].Err, context.DeadlineExceeded)
+		assert.False(t, IsFateUnknown(res[2].Err))
+		assert.Equal(t, int64(-1), res[2].Record.Offset)
+	})
+}
