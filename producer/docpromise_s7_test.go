@@ -260,3 +260,25 @@ func TestProduceSyncOutcomesKept(t *testing.T) {
 		assert.Equal(t, int64(-1), res[2].Record.Offset)
 	})
 }
+
+// TestRetryBackoffDoubles: RetryBackoff's doc, "the first wait before a
+// retry ... it doubles up to RetryBackoffMax", with the jitter of a tenth
+// either way that conns.go's backoff adds; and a retry.backoff.max.ms
+// below retry.backoff.ms is raised to it, as in the Java client.
+func TestRetryBackoffDoubles(t *testing.T) {
+	p := unstartedProducer(t, RetryBackoff(100*time.Millisecond), RetryBackoffMax(time.Second))
+	for failures, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond,
+		3: 400 * time.Millisecond, 4: 800 * time.Millisecond, 5: time.Second, 9: time.Second} {
+		lo, hi := want, want
+		for range 200 {
+			d := p.s.backoff(failures)
+			lo, hi = min(lo, d), max(hi, d)
+		}
+		assert.GreaterOrEqual(t, lo, want-want/10, "failures %d", failures)
+		assert.LessOrEqual(t, hi, want+want/10, "failures %d", failures)
+		assert.Less(t, lo, hi, "failures %d: jittered", failures)
+	}
+	q := unstartedProducer(t, RetryBackoff(2*time.Second), RetryBackoffMax(time.Second))
+	assert.Equal(t, 2*time.Second, q.cfg.retryBackoffMax)
+	assert.GreaterOrEqual(t, q.s.backoff(3), 1800*time.Millisecond)
+}
