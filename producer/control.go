@@ -170,6 +170,12 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult) {
 			if n.conn != nil {
 				s.connFailed(n, n.conn, errors.New("producer: broker address changed"))
 			}
+			if n.draining != nil && !s.cfg.regress.movedRenewalContinues {
+				// Another broker process: the connection that replaces
+				// this one must not continue it as a SASL renewal would,
+				// with windows the new one never announced (checkConn).
+				s.connFailed(n, n.draining, errors.New("producer: broker address changed"))
+			}
 			n.addr = addr
 		}
 	}

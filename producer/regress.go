@@ -52,4 +52,8 @@ type regressions struct {
 	renewalResets      bool // a connection replacing one drained for its SASL renewal resets windows and gates (chaos seed 17356)
 	oldTopicHints      bool // KIP-951 hints in answers about a deleted topic's batches applied to the re-created one (chaos seed 58973)
 	recreateKeepsEpoch bool // a re-created topic keeps the epoch, its partitions continuing their sequences (chaos seed 150440)
+	// A node moved to another address while its connection drained for
+	// a SASL renewal: the connection dialed to the new address continues
+	// the drained one, windows and gates carried over.
+	movedRenewalContinues bool
 }
