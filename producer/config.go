@@ -110,7 +110,7 @@ var properties = append([]property{
 		return nil
 	}},
 	{"enable.idempotence", "true", "only true is allowed: longhaul is an idempotent producer", func(c *config, v string) error {
-		if v != "true" {
+		if b, err := javaBool(v); err != nil || !b {
 			return fmt.Errorf("must be true: longhaul is only an idempotent producer (exactly once and in order " +
 				"per partition, with many batches in flight); remove the property or set it to true. For a " +
 				"non-idempotent producer use franz-go's kgo or the Java producer")
@@ -165,30 +165,9 @@ var properties = append([]property{
 		durationSetter(5000, func(c *config, d time.Duration) { c.metadataMaxIdle = d })},
 	{"max.block.ms", "60000", "how long a record may wait for its topic's metadata (partition list) before it fails, in ms",
 		durationSetter(0, func(c *config, d time.Duration) { c.maxBlock = d })},
-	{"allow.auto.create.topics", "true", "true: ask the broker to create a missing topic (its auto.create.topics.enable decides)", func(c *config, v string) error {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("must be true or false")
-		}
-		c.autoCreateTopics = b
-		return nil
-	}},
-	{"partitioner.ignore.keys", "false", "true: sticky partitioning even for keyed records", func(c *config, v string) error {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("must be true or false")
-		}
-		c.ignoreKeys = b
-		return nil
-	}},
-	{"partitioner.adaptive.partitioning.enable", "true", "true: records without a key go to partitions with less queued data (KIP-794)", func(c *config, v string) error {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("must be true or false")
-		}
-		c.adaptive = b
-		return nil
-	}},
+	{"allow.auto.create.topics", "true", "true: ask the broker to create a missing topic (its auto.create.topics.enable decides)", boolSetter(func(c *config, b bool) { c.autoCreateTopics = b })},
+	{"partitioner.ignore.keys", "false", "true: sticky partitioning even for keyed records", boolSetter(func(c *config, b bool) { c.ignoreKeys = b })},
+	{"partitioner.adaptive.partitioning.enable", "true", "true: records without a key go to partitions with less queued data (KIP-794)", boolSetter(func(c *config, b bool) { c.adaptive = b })},
 	{"longhaul.max.window", "0", "cap on batches in flight per partition below the broker's window; 0 = the broker's window",
 		intSetter(0, math.MaxInt32, func(c *config, n int) { c.windowCap = n })},
 	{"longhaul.coalesce.requests", "5", "while a broker queues our requests (its latest produce response took over twice the fastest answer on the connection), batches past linger.ms wait while this many produce requests are in flight to it, for at most that response's time, and go together in the next request once a response frees a slot; 0 = never",
@@ -206,6 +185,30 @@ func intSetter(lo, hi int, store func(*config, int)) func(*config, string) error
 		store(c, int(n))
 		return nil
 	}
+}
+
+// boolSetter reads a boolean property (javaBool).
+func boolSetter(store func(*config, bool)) func(*config, string) error {
+	return func(c *config, v string) error {
+		b, err := javaBool(v)
+		if err != nil {
+			return err
+		}
+		store(c, b)
+		return nil
+	}
+}
+
+// javaBool reads a boolean as the Java client's ConfigDef does: trimmed,
+// true or false in any case, nothing else.
+func javaBool(v string) (bool, error) {
+	switch s := strings.TrimSpace(v); {
+	case strings.EqualFold(s, "true"):
+		return true, nil
+	case strings.EqualFold(s, "false"):
+		return false, nil
+	}
+	return false, fmt.Errorf("must be true or false")
 }
 
 // levelSetter checks a compression level against the Java client's range

@@ -282,3 +282,29 @@ func TestRetryBackoffDoubles(t *testing.T) {
 	assert.Equal(t, 2*time.Second, q.cfg.retryBackoffMax)
 	assert.GreaterOrEqual(t, q.s.backoff(3), 1800*time.Millisecond)
 }
+
+// TestBooleanPropertiesParseAsJava: the Java client reads a boolean
+// property trimmed and in any case ("TRUE", " false "), and nothing else
+// ("1", "t" are errors); so does NewFromProperties, for every boolean
+// property, enable.idempotence included (which allows only true).
+func TestBooleanPropertiesParseAsJava(t *testing.T) {
+	for _, name := range []string{"allow.auto.create.topics", "partitioner.ignore.keys", "partitioner.adaptive.partitioning.enable", "enable.idempotence"} {
+		for _, v := range []string{"TRUE", " true ", "True"} {
+			c := defaultConfig()
+			require.NoError(t, Property(name, v).apply(&c), "%s=%q", name, v)
+		}
+		for _, v := range []string{"1", "t", "yes", ""} {
+			c := defaultConfig()
+			require.Error(t, Property(name, v).apply(&c), "%s=%q", name, v)
+		}
+		if name != "enable.idempotence" {
+			c := defaultConfig()
+			require.NoError(t, Property(name, " FALSE").apply(&c), name)
+		}
+	}
+	c := defaultConfig()
+	require.NoError(t, Property("partitioner.ignore.keys", "TRUE").apply(&c))
+	assert.True(t, c.ignoreKeys)
+	require.NoError(t, Property("allow.auto.create.topics", " False ").apply(&c))
+	assert.False(t, c.autoCreateTopics)
+}
