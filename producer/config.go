@@ -259,7 +259,8 @@ func (c *config) setProperty(name, value string) error {
 	if p == nil {
 		return &ConfigError{Property: name, Value: value, Reason: "unknown property; known: " + strings.Join(PropertyNames(), ", ")}
 	}
-	if err := p.set(c, value); err != nil {
+	// Trimmed, as the Java client's ConfigDef reads every value.
+	if err := p.set(c, strings.TrimSpace(value)); err != nil {
 		return &ConfigError{Property: name, Value: value, Reason: err.Error()}
 	}
 	return nil

@@ -308,3 +308,18 @@ func TestBooleanPropertiesParseAsJava(t *testing.T) {
 	require.NoError(t, Property("allow.auto.create.topics", " False ").apply(&c))
 	assert.False(t, c.autoCreateTopics)
 }
+
+// TestPropertyValuesTrimmedAsJava: the Java client trims every property
+// value before reading it (ConfigDef.parseType), so a pasted config with
+// stray spaces works there; every property here reads the trimmed value.
+func TestPropertyValuesTrimmedAsJava(t *testing.T) {
+	props := map[string]string{
+		"bootstrap.servers": " 127.0.0.1:1 ", "security.protocol": " PLAINTEXT ", "acks": " all",
+		"partitioner": "murmur2 ", "compression.type": " lz4", "client.id": " app ", "linger.ms": " 7 ",
+	}
+	p, err := NewFromProperties(props)
+	require.NoError(t, err)
+	assert.Equal(t, "app", p.cfg.clientID)
+	assert.Equal(t, 7*time.Millisecond, p.cfg.linger)
+	require.NoError(t, p.Close(t.Context()))
+}
