@@ -323,3 +323,21 @@ func TestPropertyValuesTrimmedAsJava(t *testing.T) {
 	assert.Equal(t, 7*time.Millisecond, p.cfg.linger)
 	require.NoError(t, p.Close(t.Context()))
 }
+
+// TestProduceWithDoneContext: a ctx already done when Produce is called
+// fails the record with ctx's error, not sent, even with buffer.memory
+// free (Produce's doc said ctx only bounded the wait for room, and had "no
+// other effect"); the next record with a live ctx is written.
+func TestProduceWithDoneContext(t *testing.T) {
+	c := startCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
+	p := newTestProducer(t, c)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	errc := make(chan error, 1)
+	p.Produce(ctx, &Record{Topic: "t", Value: []byte("late")}, func(_ *Record, err error) { errc <- err })
+	require.ErrorIs(t, <-errc, context.Canceled)
+	require.NoError(t, p.ProduceSync(t.Context(), &Record{Topic: "t", Value: []byte("live")}).FirstErr())
+	rs := c.Records("t", 0)
+	require.Len(t, rs, 1)
+	assert.Equal(t, "live", string(rs[0].Value))
+}

@@ -138,9 +138,10 @@ func newProducer(cfg config) (*Producer, error) {
 //
 // Blocking: Produce does not wait for the broker or for metadata. It blocks
 // only while buffer.memory is full, until room frees up or ctx is done; if
-// ctx ends first, cb gets ctx's error (wrapped) and the record is not sent.
-// ctx has no other effect: cancelling it after Produce returned does not
-// touch the record. A record that is nil, has no topic, is larger than
+// ctx ends first, cb gets ctx's error (wrapped) and the record is not sent,
+// as it does when ctx is already done at the call, room or not. ctx has no
+// other effect: cancelling it after Produce returned does not touch the
+// record. A record that is nil, has no topic, is larger than
 // max.request.size or buffer.memory, or is produced after Close fails at
 // once through cb ([ErrInvalidRecord], [ErrRecordTooLarge], [ErrClosed]).
 //
