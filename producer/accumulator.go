@@ -273,7 +273,7 @@ func (p *Producer) topicLocked(name string) *topicState {
 	}
 	t := p.topics[name]
 	if t == nil {
-		t = &topicState{name: name, sticky: stickyPartitioner{current: -1}}
+		t = &topicState{name: name, sticky: stickyPartitioner{current: -1, rand: p.cfg.rand.part}}
 		p.topics[name] = t
 	}
 	p.pc.topic = t

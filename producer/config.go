@@ -63,6 +63,10 @@ type config struct {
 	partitionerClass func() Partitioner
 	partitionerName  func() Partitioner
 
+	// rand are the producer's random sources (rand.go), seeded at
+	// random; tests seed them with seededRandom.
+	rand randSources
+
 	// Test hooks, unexported on purpose.
 	unsafeFixedWindow int         // >0: ignore learned windows and the gate (negative controls)
 	regress           regressions // bugs brought back for negative controls (regress.go)
@@ -268,7 +272,7 @@ func (c *config) setProperty(name, value string) error {
 
 // defaultConfig holds every default, from the properties table.
 func defaultConfig() config {
-	var c config
+	c := config{rand: randomSources()}
 	for _, p := range properties {
 		if err := p.set(&c, p.def); err != nil {
 			panic("producer: bad default for " + p.name + ": " + err.Error())

@@ -1,13 +1,14 @@
 package producer
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -24,12 +25,23 @@ func (s *sender) dialConfig() protocol.DialConfig {
 	}
 }
 
+// insertByID inserts n into nodes, kept in id order. The sender loops
+// over nodes in this order, not the map's, where the order changes what
+// is sent (which node a pass unblocks or dials first, which broker gets
+// control requests), so a randomized test's seed replays. Nodes are few
+// and made once each.
+func insertByID(nodes []*nodeState, n *nodeState) []*nodeState {
+	i, _ := slices.BinarySearchFunc(nodes, n.id, func(x *nodeState, id int32) int { return cmp.Compare(x.id, id) })
+	return slices.Insert(nodes, i, n)
+}
+
 // node returns the sender's state for broker id, creating it.
 func (s *sender) node(id int32) *nodeState {
 	n := s.nodes[id]
 	if n == nil {
 		n = &nodeState{id: id, admission: s.p.limiter.Node(id)}
 		s.nodes[id] = n
+		s.byID = insertByID(s.byID, n)
 		s.p.mu.Lock()
 		s.p.nodes[id] = n
 		s.p.mu.Unlock()
@@ -256,7 +268,7 @@ func (s *sender) backoff(failures int) time.Duration {
 	if d <= 0 {
 		return 0
 	}
-	jitter := time.Duration(rand.Int64N(int64(d)/5 + 1))
+	jitter := time.Duration(s.cfg.rand.send.Int64N(int64(d)/5 + 1))
 	return d - d/10 + jitter
 }
 

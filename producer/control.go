@@ -70,7 +70,7 @@ func (s *sender) runControl(op func(ctx context.Context, c *protocol.Conn) (then
 // rotated so failures spread over them.
 func (s *sender) controlAddrs() []string {
 	var addrs []string
-	for _, n := range s.nodes {
+	for _, n := range s.byID {
 		if n.addr != "" {
 			addrs = append(addrs, n.addr)
 		}
@@ -347,7 +347,7 @@ func (s *sender) canBumpLocally() bool {
 	}
 	c := s.control
 	if c == nil {
-		for _, n := range s.nodes {
+		for _, n := range s.byID {
 			if n.conn != nil {
 				c = n.conn
 				break

@@ -54,13 +54,14 @@ const adaptiveSamples = 8
 // partition gets the same bytes whether its batches are sealed by size or
 // by linger. Guarded by the producer's mu.
 type stickyPartitioner struct {
-	current  int32 // -1 until chosen
-	produced int   // record bytes placed on current since it was chosen
+	current  int32      // -1 until chosen
+	produced int        // record bytes placed on current since it was chosen
+	rand     *rand.Rand // the producer's randSources.part
 }
 
 func (s *stickyPartitioner) pick(numPartitions int32) int32 {
 	if s.current < 0 || s.current >= numPartitions {
-		s.current = rand.Int32N(numPartitions)
+		s.current = s.rand.Int32N(numPartitions)
 		s.produced = 0
 	}
 	return s.current
@@ -101,7 +102,7 @@ func (s *stickyPartitioner) move(numPartitions int32, queued func(int32) int) {
 	if numPartitions <= 1 {
 		return
 	}
-	start := rand.Int32N(numPartitions)
+	start := s.rand.Int32N(numPartitions)
 	if queued == nil {
 		if start == s.current {
 			start = (start + 1) % numPartitions
@@ -112,7 +113,7 @@ func (s *stickyPartitioner) move(numPartitions int32, queued func(int32) int) {
 	best, bestQ := int32(-1), 0
 	if numPartitions > adaptiveSamples+1 {
 		for range adaptiveSamples {
-			p := rand.Int32N(numPartitions)
+			p := s.rand.Int32N(numPartitions)
 			if p == s.current {
 				continue
 			}

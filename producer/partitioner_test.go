@@ -39,7 +39,7 @@ func TestKeyPartitionIsStableAndInRange(t *testing.T) {
 }
 
 func TestStickyMovesOnlyWhenFull(t *testing.T) {
-	s := stickyPartitioner{current: -1}
+	s := stickyPartitioner{current: -1, rand: randomSources().part}
 	first := s.pick(8)
 	for range 10 {
 		if s.pick(8) != first {
@@ -50,7 +50,7 @@ func TestStickyMovesOnlyWhenFull(t *testing.T) {
 	if s.pick(8) == first {
 		t.Fatal("sticky partition did not move after its batch filled")
 	}
-	one := stickyPartitioner{current: -1}
+	one := stickyPartitioner{current: -1, rand: randomSources().part}
 	one.pick(1)
 	one.move(1, nil)
 	if one.pick(1) != 0 {
@@ -62,7 +62,7 @@ func TestStickyMovesOnlyWhenFull(t *testing.T) {
 // batch.size whatever the batch; never before batch.size, even when a
 // batch was sealed full (by keyed records already in it).
 func TestStickyMovesAfterBatchSizeBytes(t *testing.T) {
-	s := stickyPartitioner{current: 3}
+	s := stickyPartitioner{current: 3, rand: randomSources().part}
 	require.False(t, s.placed(900, 1000, true), "a full seal before batch.size bytes went to the partition")
 	require.False(t, s.placed(99, 1000, false))
 	require.True(t, s.placed(1, 1000, true), "batch.size bytes and a full batch")
@@ -77,7 +77,7 @@ func TestStickyMovesAfterBatchSizeBytes(t *testing.T) {
 func TestAdaptiveStickyAvoidsQueuedPartitions(t *testing.T) {
 	queued := []int{3, 0, 5, 2, 7, 1, 4, 6}
 	for range 50 {
-		s := stickyPartitioner{current: 1}
+		s := stickyPartitioner{current: 1, rand: randomSources().part}
 		s.move(8, func(p int32) int { return queued[p] })
 		// Partition 1 (the full one) is left; the least queued of the rest is 5.
 		if s.current != 5 {
@@ -87,7 +87,7 @@ func TestAdaptiveStickyAvoidsQueuedPartitions(t *testing.T) {
 	// Control: without queue sizes the choice is spread out.
 	seen := map[int32]bool{}
 	for range 200 {
-		s := stickyPartitioner{current: 1}
+		s := stickyPartitioner{current: 1, rand: randomSources().part}
 		s.move(8, nil)
 		seen[s.current] = true
 	}
@@ -105,7 +105,7 @@ func TestAdaptiveStickyDoesNotScanLargeTopics(t *testing.T) {
 	looked := 0
 	backedUp := 0
 	for range 1000 {
-		s := stickyPartitioner{current: 7}
+		s := stickyPartitioner{current: 7, rand: randomSources().part}
 		s.move(n, func(p int32) int {
 			looked++
 			if p%2 == 0 {

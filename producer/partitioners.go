@@ -158,6 +158,8 @@ func RandomPartitioner() Partitioner { return randomPartitioner{} }
 
 type randomPartitioner struct{}
 
+// Partition draws from math/rand; the producer does not call it but draws
+// from its own source instead (placeWith), so tests can seed the choice.
 func (randomPartitioner) Partition(_ *Record, n int32) (int32, error) { return rand.Int32N(n), nil }
 
 // ManualPartitioner returns a partitioner for producers that choose every
@@ -259,6 +261,9 @@ func (c *config) resolvePartitioner() error {
 // resolving StickyPartition to t's sticky partition (sticky says so); its
 // error names the topic and what was returned. Called with p.mu held.
 func placeWith(pt Partitioner, t *topicState, r *Record, n int32) (idx int32, sticky bool, err error) {
+	if _, ok := pt.(randomPartitioner); ok {
+		return t.sticky.rand.Int32N(n), false, nil // the producer's source (randSources), not math/rand
+	}
 	idx, err = pt.Partition(r, n)
 	switch {
 	case err != nil:

@@ -43,6 +43,7 @@ type sender struct {
 	bootIdx      int
 
 	nodes    map[int32]*nodeState
+	byID     []*nodeState // nodes in id order (node), for loops whose order changes what is sent
 	nodeList []*nodeState
 
 	active      []*partitionState // partitions whose batches the sender took (takeSealedLocked), until pruneActive finds them empty
@@ -360,7 +361,7 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 		}
 		// Every partition is looked at again: none waits for a node any
 		// more (its leader may have moved off a node that is gone).
-		for _, n := range s.nodes {
+		for _, n := range s.byID {
 			s.unblock(n)
 		}
 	}
@@ -375,7 +376,7 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 	// replaced (checkConn, conns.go). Checked once per pass, so a node's
 	// connection cannot vanish between gathering its candidates and
 	// sending to it.
-	for _, n := range s.nodes {
+	for _, n := range s.byID {
 		next = earliest(next, s.checkConn(n, now))
 		if n.conn == nil && len(n.blocked) > 0 {
 			// Partitions wait for this node's connection: dial (again,
