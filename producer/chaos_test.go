@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,6 +38,17 @@ import (
 //	LONGHAUL_CHAOS_SEED=123        rerun one seed, printing its schedule
 //	LONGHAUL_CHAOS_SCHEDULES=50000 run more (or fewer) schedules
 //	LONGHAUL_CHAOS_FIRST=1000      first seed (default 1)
+//	LONGHAUL_CHAOS_RUNS=20         with LONGHAUL_CHAOS_SEED: run it that often, reporting
+//	                               how many runs failed and how many paths they took
+//
+// A seed replays its run as far as the producer decides it: the
+// producers' random choices (backoff jitter, sticky partitions) are seeded
+// from it (seededRandom), and nodes are visited in id order. What is left
+// is the order of goroutines woken at one virtual instant, which parallel
+// threads change from run to run: a rerun of one seed, and the seeds of
+// TestChaosScanSeeds, run on one thread (oneThread), where nearly every
+// seed takes one path. A scan run with GOMAXPROCS=1 (in several processes
+// to use more cores) finds failures that rerun the same way.
 
 // Chaos run parameters.
 const (
@@ -372,6 +384,7 @@ type scheduleCoverage struct {
 	grownKeyless int     // keyless records written to partitions CreatePartitions added
 	fullness     float64 // the fullest batch of 2+ records, as a fraction of its bound (batchBounds)
 	requestBound bool    // max.request.size was below batch.size: it bounded batches
+	sent         uint64  // digest of the batches sent (batchBounds.sent): the path the run took
 }
 
 // runScheduleCovered is runSchedule, also returning what the schedule
@@ -409,6 +422,7 @@ func runScheduleCovered(t *testing.T, s *chaosSchedule) ([]string, scheduleCover
 			MaxInFlightRequestsPerConnection(20), BatchSize(s.batchSize), BufferMemory(1<<20), MaxRequestSize(s.maxRequestSize),
 			Property("longhaul.coalesce.requests", strconv.Itoa(s.coalesce)),
 			optFunc(func(c *config) error { c.regress = s.regress; return nil }),
+			seededRandom(s.seed<<4|uint64(i)), // a rerun of the seed draws the same jitter and partitions
 			Logger(chaosLogger(i)))...)
 		require.NoError(t, err)
 		run.producers = append(run.producers, p)
@@ -512,6 +526,9 @@ func runScheduleCovered(t *testing.T, s *chaosSchedule) ([]string, scheduleCover
 	}
 	bv, fullness := bounds.result()
 	cov.fullness = fullness
+	bounds.mu.Lock()
+	cov.sent = bounds.sent
+	bounds.mu.Unlock()
 	return append(v, bv...), cov
 }
 
@@ -612,6 +629,19 @@ func TestChaosCoverageNegativeControl(t *testing.T) {
 	}
 }
 
+// oneThread runs the rest of t's test on one thread (GOMAXPROCS 1),
+// unless the environment sets GOMAXPROCS: a synctest bubble's goroutines
+// then run one at a time, and a seed takes the same path run after run
+// (the package comment above). Call it only from a test that is not
+// parallel: the setting is the whole process's.
+func oneThread(t *testing.T) {
+	if os.Getenv("GOMAXPROCS") != "" {
+		return
+	}
+	prev := runtime.GOMAXPROCS(1)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+}
+
 func envInt(name string, def int) int {
 	if s := os.Getenv(name); s != "" {
 		if n, err := strconv.Atoi(s); err == nil {
@@ -638,12 +668,28 @@ func TestChaosMixedFaults(t *testing.T) {
 	if seed := os.Getenv("LONGHAUL_CHAOS_SEED"); seed != "" {
 		n, err := strconv.ParseUint(seed, 10, 64)
 		require.NoError(t, err)
+		oneThread(t)
 		s := drawSchedule(n)
 		t.Logf("%v", s)
-		synctest.Test(t, func(t *testing.T) {
-			v := runSchedule(t, s)
-			require.Empty(t, v, "seed %d", n)
-		})
+		runs := max(1, envInt("LONGHAUL_CHAOS_RUNS", 1))
+		var first []string
+		failures, paths := 0, map[uint64]bool{}
+		for range runs {
+			var v []string
+			var sc scheduleCoverage
+			synctest.Test(t, func(t *testing.T) { v, sc = runScheduleCovered(t, s) })
+			paths[sc.sent] = true
+			if len(v) > 0 {
+				failures++
+				if first == nil {
+					first = v
+				}
+			}
+		}
+		if runs > 1 {
+			t.Logf("seed %d: %d of %d runs failed; %d distinct paths (digests of the batches sent)", n, failures, runs, len(paths))
+		}
+		require.Empty(t, first, "seed %d", n)
 		return
 	}
 	const shards = 4
