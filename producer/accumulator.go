@@ -242,6 +242,10 @@ type produceCache struct {
 	// clockBase is the time.Now reading that record timestamps are taken
 	// from (see now).
 	clockBase time.Time
+	// ahead is where the next record goes if it lands in the same batch
+	// (the spare capacity after the record just placed, its size long),
+	// for Produce to prefetch once it released the lock.
+	ahead []byte
 }
 
 // clockRebase is how long now goes on from one time.Now reading.
@@ -384,6 +388,8 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, 
 	if full {
 		b.builder.Sum()
 		p.sealLocked(ps)
+	} else if d == nil { // Produce's own record (produce clears ahead)
+		p.pc.ahead = b.builder.Spare(pr.size)
 	}
 	// A boundary: the batch filled (Java: its last batch full). A record
 	// that did not fit a full batch, or would start a batch, on a

@@ -126,6 +126,22 @@ func BenchmarkProduceSticky(b *testing.B) {
 	}
 }
 
+// BenchmarkProduceSticky1KiB is BenchmarkProduceSticky with 1 KiB records
+// stamped by the caller, the shape where the bench program compares client
+// CPU per byte with kgo's: per record the Produce goroutine copies the value
+// into a batch buffer that the connection's writev last read, so its
+// produce-cpu-ns/record includes waiting for those cache lines.
+//
+//	go test -run '^$' -bench BenchmarkProduceSticky1KiB -benchtime 500000x ./producer
+func BenchmarkProduceSticky1KiB(b *testing.B) {
+	c := startCluster(b, broker.Config{Topics: []broker.TopicConfig{{Name: "bench", Partitions: 16, Window: 5}}})
+	p := newTestProducer(b, c, MaxInFlightRequestsPerConnection(64), BatchSize(16384),
+		Linger(5*time.Millisecond), BufferMemory(32<<20))
+	if failed := benchLoop(b, p, 1024, true); failed > 0 {
+		b.Fatalf("%d records failed", failed)
+	}
+}
+
 // BenchmarkThroughputRTT produces 1 KiB records in 16 KiB batches to one
 // partition over an emulated 50 ms round trip, with the topic's window 5
 // (what every broker retains today) and 20 (KIP-1269). It reports MB/s of

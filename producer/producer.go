@@ -214,7 +214,10 @@ func (p *Producer) produce(ctx context.Context, r *Record, cb Callback, block bo
 		return
 	}
 	err := p.appendLocked(r, cb, size)
+	ahead := p.pc.ahead
+	p.pc.ahead = nil
 	p.mu.Unlock()
+	prefetch(ahead)
 	if err != nil {
 		p.mem.Release(int64(size))
 		p.reject(r, cb, err)

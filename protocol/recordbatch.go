@@ -254,6 +254,17 @@ func (b *BatchBuilder) GrowCap(c int) {
 	b.buf = buf
 }
 
+// Spare returns up to n bytes of the buffer's unused capacity, where the
+// next Append writes. The caller may read them (to bring their cache lines
+// in ahead of that Append) but must not write them.
+func (b *BatchBuilder) Spare(n int) []byte {
+	end := max(len(b.buf), RecordBatchOverhead)
+	if end >= cap(b.buf) {
+		return nil
+	}
+	return b.buf[end:min(end+max(n, 0), cap(b.buf))]
+}
+
 // Cap returns the bytes the builder's record buffer has allocated, header
 // space included: what it holds in memory, whatever was appended.
 func (b *BatchBuilder) Cap() int { return cap(b.buf) }
