@@ -355,6 +355,7 @@ func runCase(ctx context.Context, tg target, o options, rtt time.Duration, parts
 		keyed:       o.keyed,
 		ownValues:   o.ownValues,
 		trace:       o.shape,
+		heap:        o.heap,
 	}
 	res.bufferBytes = cfg.bufferBytes
 	var base runtime.MemStats
@@ -474,9 +475,9 @@ func liveHeap(base runtime.MemStats) int64 {
 // sample reads resource usage together with the case's counters.
 func sample(brokerPID int, st *caseState) usage {
 	u := readUsage(brokerPID)
-	u.acked = st.acked.Load()
 	u.failed = st.failed.Load()
 	u.hist = st.hist.snapshot()
+	u.acked = total(u.hist)
 	return u
 }
 

@@ -60,6 +60,15 @@ func (h *histogram) snapshot() []int64 {
 	return out
 }
 
+// total is the number of samples in counts.
+func total(counts []int64) int64 {
+	var n int64
+	for _, c := range counts {
+		n += c
+	}
+	return n
+}
+
 // quantile returns the upper bound of the bucket holding quantile q of the
 // counts end-start; 0 when the window saw no sample.
 func quantile(start, end []int64, q float64) time.Duration {

@@ -7,53 +7,42 @@ import (
 )
 
 // pacer issues records at a fixed rate for --rate (open loop). Each record
-// gets its intended send time, start + i/rate, as its timestamp, so
-// latency is measured from when the record should have been sent: time
-// spent blocked in Produce on a full buffer, or behind a late loop, counts
-// (no coordinated omission). It sleeps only when ahead of schedule; when
-// behind it issues at once, so the offered rate holds on average.
+// gets its intended send time, start + i/rate, as its stamp, so latency is
+// measured from when the record should have been sent: time spent blocked
+// in Produce on a full buffer, or behind a late loop, counts (no
+// coordinated omission). It sleeps only when ahead of schedule; when behind
+// it issues at once, so the offered rate holds on average. Times are
+// benchClock readings (nanoseconds since epoch).
 type pacer struct {
-	start    time.Time
-	interval time.Duration
+	start    int64
+	interval int64
 	i        int64
 }
 
 func newPacer(recordsPerSec float64) *pacer {
-	return &pacer{start: time.Now(), interval: time.Duration(float64(time.Second) / recordsPerSec)}
+	return &pacer{start: clk.now(), interval: int64(float64(time.Second) / recordsPerSec)}
 }
 
 // next returns the intended send time of the next record, after sleeping
 // until it if that is more than a millisecond away (shorter sleeps
 // overshoot; the record then waits in the producer's linger anyway).
-func (p *pacer) next() time.Time {
-	t := p.start.Add(time.Duration(p.i) * p.interval)
+func (p *pacer) next() int64 {
+	t := p.start + p.i*p.interval
 	p.i++
-	if d := time.Until(t); d > time.Millisecond {
+	if d := time.Duration(t - clk.now()); d > time.Millisecond {
 		time.Sleep(d)
 	}
 	return t
 }
 
-// stamp returns the timestamp of the next record: its intended send time
-// under --rate, else now (monoNow).
-func stamp(p *pacer) time.Time {
+// stamp returns the send stamp of the next record: its intended send time
+// under --rate, else now.
+func stamp(p *pacer) int64 {
 	if p == nil {
-		return monoNow()
+		return clk.now()
 	}
 	return p.next()
 }
-
-// epoch is when the program started, with its wall and monotonic readings.
-var epoch = time.Now()
-
-// monoNow is the current time computed from one monotonic clock reading:
-// epoch plus the monotonic time since. time.Now reads the wall clock too:
-// 92 ns against 60 on the bench machine, on a per-record path that was
-// 12 % of the client process's CPU at 100-byte records (both Go clients).
-// Within a run the two differ only by wall-clock adjustments, and the
-// result keeps its monotonic reading, so latencies (time.Since) read one
-// clock too.
-func monoNow() time.Time { return epoch.Add(time.Since(epoch)) }
 
 // printLatency prints the open-loop latency of each case run with --rate.
 func printLatency(w io.Writer, o options, rs []result) {
