@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -40,38 +41,80 @@ func TestTimeOf(t *testing.T) {
 	assert.Equal(t, now, nsOf(ts))
 }
 
-// TestRecRing checks the record slab: slots come in order, a record's
-// callback gets its stamp back and frees the slot, busy slots are skipped,
-// a full slab says so, and a record from elsewhere is not taken for one of
-// its own.
+// TestRecRing checks the record slab and the callbacks' tally: slots come
+// in order, a callback gets its record's stamp and counts its latency, a
+// block is taken again only once all its records are back (published by
+// the tally when its run of the block ends), a full slab says so, and a
+// record from elsewhere is timed by its Timestamp.
 func TestRecRing(t *testing.T) {
-	type rec struct{ a int64 }
-	g := newRecRing(4, func(r *rec) { r.a = 7 })
+	type rec struct {
+		a  int64
+		ts time.Time
+	}
+	g := newRecRing(ringBlock+1, func(r *rec) { r.a = 7 })
+	require.Len(t, g.recs, 2*ringBlock, "whole blocks")
+	st := new(caseState)
+	tally := &cbTally[rec]{st: st, ring: g}
+	tsOf := func(r *rec) time.Time { return r.ts }
 	var got []*rec
-	for i := range 4 {
+	for i := range 2 * ringBlock {
 		s, r := g.take()
 		require.Equal(t, i, s)
 		require.Same(t, &g.recs[i], r)
 		assert.Equal(t, int64(7), r.a, "init ran")
-		g.out(s, int64(100+i))
+		g.stamp(s, clk.now()-int64(time.Second))
 		got = append(got, r)
 	}
 	s, r := g.take()
-	assert.Equal(t, -1, s, "every slot out: a full lap finds none")
+	assert.Equal(t, -1, s, "every slot out: a full lap finds no block")
 	assert.Nil(t, r)
-	sent, ok := g.back(got[2])
-	require.True(t, ok)
-	assert.Equal(t, int64(102), sent, "the stamp of its own slot")
-	_, ok = g.back(&rec{})
-	assert.False(t, ok, "a record from outside the slab")
-	var nilRing *recRing[rec]
-	_, ok = nilRing.back(got[0])
-	assert.False(t, ok, "no ring (--heap)")
+	for _, r := range got[:ringBlock-1] {
+		tally.done(r, tsOf, nil)
+	}
+	tally.done(got[ringBlock], tsOf, nil) // block 1 starts: block 0's run is published
+	s, _ = g.take()
+	assert.Equal(t, -1, s, "block 0 has one record out, block 1 all but one")
+	tally.done(got[ringBlock-1], tsOf, nil) // the last of block 0: a run of its own, pending
+	s, _ = g.take()
+	assert.Equal(t, -1, s, "block 0's last record is back but its run is not published yet")
+	tally.done(got[ringBlock+1], tsOf, nil) // publishes it
 	s, r = g.take()
-	assert.Equal(t, 2, s, "slots 0, 1 and 3 are still out: skipped")
-	assert.Same(t, got[2], r)
-	g.out(s, 0)
-	assert.Equal(t, int64(1), g.sent[2], "a zero stamp is stored as 1, so the slot reads as out")
+	assert.Equal(t, 0, s, "block 0 is free again")
+	assert.Same(t, got[0], r)
+
+	tally.flushHist()
+	assert.Equal(t, int64(ringBlock+2), st.acked(), "every called-back record counted")
+	q := quantile(make([]int64, nBuckets), st.hist.snapshot(), 0.5)
+	assert.InDelta(t, float64(time.Second), float64(q), float64(time.Second)/10, "latency from the stamp beside the slab")
+
+	other := &rec{ts: timeOf(clk.now() - int64(2*time.Second))}
+	assert.Equal(t, -1, g.slot(other), "a record from outside the slab")
+	assert.Equal(t, -1, (*recRing[rec])(nil).slot(got[0]), "no ring (--heap)")
+	before := st.hist.snapshot()
+	tally.done(other, tsOf, nil)
+	tally.flushHist()
+	q = quantile(before, st.hist.snapshot(), 0.5)
+	assert.InDelta(t, float64(2*time.Second), float64(q), float64(time.Second)/5, "timed by its Timestamp")
+}
+
+// TestTallyRuns checks that the tally publishes a run of equal buckets at
+// its size limit and when its bucket changes, so a window's edge misses at
+// most one run.
+func TestTallyRuns(t *testing.T) {
+	st := new(caseState)
+	tally := &cbTally[struct{ ts time.Time }]{st: st}
+	r := &struct{ ts time.Time }{ts: timeOf(clk.now() - int64(time.Hour))}
+	tsOf := func(r *struct{ ts time.Time }) time.Time { return r.ts }
+	for range tallyRun + 1 {
+		tally.done(r, tsOf, nil)
+	}
+	assert.Equal(t, int64(tallyRun), st.acked(), "a full run is published; the next one is pending")
+	r.ts = timeOf(clk.now())
+	tally.done(r, tsOf, nil)
+	assert.Equal(t, int64(tallyRun+1), st.acked(), "a new bucket publishes the pending run")
+	tally.done(r, tsOf, errors.New("boom"))
+	assert.Equal(t, int64(1), st.failed.Load())
+	assert.Equal(t, int64(tallyRun+1), st.acked(), "a failure is not acknowledged")
 }
 
 // TestValueForOwn checks that --own-values gives a record that carried the
