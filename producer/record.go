@@ -29,6 +29,10 @@ type Record struct {
 	// Headers are written in order.
 	Headers []Header
 	// Timestamp is the record's create time; the zero value means now.
+	// Produce replaces a zero Timestamp with the time it used, so the
+	// callback sees the create time the broker stores. A Record reused for
+	// a new record keeps that time unless the caller sets Timestamp to
+	// zero again (as with kgo.Record).
 	Timestamp time.Time
 
 	// Context is the caller's context for this record, carried unchanged

@@ -119,3 +119,26 @@ func TestProduceClockRebases(t *testing.T) {
 		assert.False(t, got.Before(before) || got.After(after), "now %v outside %v..%v", got, before, after)
 	}
 }
+
+// TestReusedRecordKeepsFilledTimestamp checks Record.Timestamp's promise
+// for a reused Record: the time Produce filled in for a zero Timestamp
+// stays, and the next Produce of the same Record writes it again, unless
+// the caller zeroes it, when the next Produce takes a new time.
+func TestReusedRecordKeepsFilledTimestamp(t *testing.T) {
+	c := startCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "ts-reuse", Partitions: 1}}})
+	p := newTestProducer(t, c)
+	r := &Record{Topic: "ts-reuse", Value: []byte("v")}
+	produce := func() time.Time {
+		done := make(chan error, 1)
+		p.Produce(context.Background(), r, func(_ *Record, err error) { done <- err })
+		require.NoError(t, <-done)
+		return r.Timestamp
+	}
+	first := produce()
+	require.False(t, first.IsZero(), "a zero Timestamp is filled in")
+	time.Sleep(5 * time.Millisecond)
+	assert.True(t, produce().Equal(first), "a reused Record keeps the filled-in time")
+	r.Timestamp = time.Time{}
+	third := produce()
+	assert.True(t, third.After(first), "zeroed again, it takes a new time: %v after %v", third, first)
+}
