@@ -2,11 +2,9 @@ package producer
 
 import (
 	"bufio"
-	"context"
 	"encoding/binary"
 	"net"
 	"strconv"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -26,77 +24,46 @@ import (
 // answer: enough to make the broker answer what it cannot be configured
 // to (a topic the producer is not authorized for).
 func metadataProxy(t *testing.T, n *memnet.Network, upstream string, edit func(*kmsg.MetadataResponse)) string {
-	ln, err := n.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	host, port, _ := net.SplitHostPort(ln.Addr().String())
-	p, _ := strconv.Atoi(port)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Go(func() {
+	return relay(t, n, upstream, func(self string, c, up net.Conn) {
+		host, port, _ := net.SplitHostPort(self)
+		p, _ := strconv.Atoi(port)
+		defer c.Close()
+		defer up.Close()
+		cr, ur := bufio.NewReader(c), bufio.NewReader(up)
 		for {
-			c, err := ln.Accept()
+			frame, err := protocol.ReadFrame(cr, nil, 0)
 			if err != nil {
 				return
 			}
-			up, err := n.Dial(context.Background(), "tcp", upstream)
+			h, req, err := protocol.ParseRequest(frame)
 			if err != nil {
-				c.Close()
-				continue
+				return
 			}
-			mu.Lock()
-			conns = append(conns, c, up)
-			mu.Unlock()
-			wg.Go(func() {
-				defer c.Close()
-				defer up.Close()
-				cr, ur := bufio.NewReader(c), bufio.NewReader(up)
-				for {
-					frame, err := protocol.ReadFrame(cr, nil, 0)
-					if err != nil {
-						return
-					}
-					h, req, err := protocol.ParseRequest(frame)
-					if err != nil {
-						return
-					}
-					if _, err := up.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(frame))), frame...)); err != nil {
-						return
-					}
-					resp, err := protocol.ReadFrame(ur, nil, 0)
-					if err != nil {
-						return
-					}
-					w := append(binary.BigEndian.AppendUint32(nil, uint32(len(resp))), resp...)
-					if h.Key == 3 {
-						r, err := protocol.ParseResponse(resp, req, h.CorrelationID)
-						if err != nil {
-							return
-						}
-						md := r.(*kmsg.MetadataResponse)
-						for i := range md.Brokers {
-							md.Brokers[i].Host, md.Brokers[i].Port = host, int32(p)
-						}
-						edit(md)
-						w = protocol.AppendResponse(nil, h.CorrelationID, md)
-					}
-					if _, err := c.Write(w); err != nil {
-						return
-					}
+			if _, err := up.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(frame))), frame...)); err != nil {
+				return
+			}
+			resp, err := protocol.ReadFrame(ur, nil, 0)
+			if err != nil {
+				return
+			}
+			w := append(binary.BigEndian.AppendUint32(nil, uint32(len(resp))), resp...)
+			if h.Key == 3 {
+				r, err := protocol.ParseResponse(resp, req, h.CorrelationID)
+				if err != nil {
+					return
 				}
-			})
+				md := r.(*kmsg.MetadataResponse)
+				for i := range md.Brokers {
+					md.Brokers[i].Host, md.Brokers[i].Port = host, int32(p)
+				}
+				edit(md)
+				w = protocol.AppendResponse(nil, h.CorrelationID, md)
+			}
+			if _, err := c.Write(w); err != nil {
+				return
+			}
 		}
 	})
-	return ln.Addr().String()
 }
 
 // TestTopicAuthorizationFailsAtOnce: ErrTopicMetadata's doc says records

@@ -100,10 +100,13 @@ func TestRenewalAfterFailedDialIsNewConnection(t *testing.T) {
 }
 
 // relay forwards every connection made to a new address of n to upstream:
-// the same broker, reached at another address.
-func relay(t *testing.T, n *memnet.Network, upstream string) string {
+// the same broker, reached at another address. serve, when not nil, carries
+// one connection's bytes (c from the client, up to upstream) instead of a
+// plain copy each way; self is the relay's own address.
+func relay(t *testing.T, n *memnet.Network, upstream string, serve func(self string, c, up net.Conn)) string {
 	ln, err := n.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	self := ln.Addr().String()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var conns []net.Conn
@@ -130,11 +133,15 @@ func relay(t *testing.T, n *memnet.Network, upstream string) string {
 			mu.Lock()
 			conns = append(conns, c, up)
 			mu.Unlock()
+			if serve != nil {
+				wg.Go(func() { serve(self, c, up) })
+				continue
+			}
 			wg.Go(func() { io.Copy(up, c); up.Close() })
 			wg.Go(func() { io.Copy(c, up); c.Close() })
 		}
 	})
-	return ln.Addr().String()
+	return self
 }
 
 // movedDuringRenewal trickles records to one partition of a SASL broker
@@ -147,7 +154,7 @@ func movedDuringRenewal(t *testing.T, continues bool) (windows []windowChange) {
 	synctest.Test(t, func(t *testing.T) {
 		c, n := memCluster(t, broker.Config{RTT: 20 * time.Millisecond, SASL: saslPlain(time.Second),
 			Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
-		moved := relay(t, n, c.Addr())
+		moved := relay(t, n, c.Addr(), nil)
 		h := newRecorder()
 		p := memProducer(t, c, n, SASL(plain.Auth{User: "alice", Pass: "secret"}.AsMechanism()), Hooks(h),
 			MetadataMaxAge(time.Hour), optFunc(func(c *config) error { c.regress.movedRenewalContinues = continues; return nil }))
