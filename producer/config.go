@@ -63,6 +63,12 @@ type config struct {
 	partitionerClass func() Partitioner
 	partitionerName  func() Partitioner
 
+	// Java properties given that have no effect (javaconf.go), in the
+	// order given, logged by validate; and the spellings given of
+	// properties with an alias, to catch two conflicting values.
+	ignoredGiven []string
+	aliasGiven   map[string]string
+
 	// rand are the producer's random sources (rand.go), seeded at
 	// random; tests seed them with seededRandom.
 	rand randSources
@@ -79,13 +85,6 @@ type property struct {
 	def  string
 	doc  string
 	set  func(c *config, v string) error
-}
-
-// ignoredProperties are Java client properties that have no meaning here but
-// appear in pasted Java configs; they are accepted and ignored.
-var ignoredProperties = map[string]string{
-	"key.serializer":   "records carry bytes",
-	"value.serializer": "records carry bytes",
 }
 
 // properties is the single source of truth for names, defaults and checks.
@@ -254,20 +253,66 @@ func lookupProperty(name string) *property {
 	return nil
 }
 
-// setProperty checks and stores one property, naming it in the error.
+// setProperty checks and stores one property, naming it in the error. A
+// name longhaul does not implement goes through the tables of javaconf.go.
 func (c *config) setProperty(name, value string) error {
+	if canon, ok := propertyAliases[name]; ok {
+		if err := c.checkAlias(canon, name, value); err != nil {
+			return err
+		}
+		name = canon
+	} else if alias := aliasOf(name); alias != "" {
+		if err := c.checkAlias(name, alias, value); err != nil {
+			return err
+		}
+	}
 	if _, ok := ignoredProperties[name]; ok {
+		c.ignoredGiven = append(c.ignoredGiven, name)
 		return nil
+	}
+	if u, ok := unsupportedProperties[name]; ok {
+		if u.ok(strings.TrimSpace(value)) {
+			return nil
+		}
+		return &ConfigError{Property: name, Value: value, Reason: u.instead}
 	}
 	p := lookupProperty(name)
 	if p == nil {
-		return &ConfigError{Property: name, Value: value, Reason: "unknown property; known: " + strings.Join(PropertyNames(), ", ")}
+		return &ConfigError{Property: name, Value: value, Reason: unknownReason(name)}
 	}
 	// Trimmed, as the Java client's ConfigDef reads every value.
 	if err := p.set(c, strings.TrimSpace(value)); err != nil {
 		return &ConfigError{Property: name, Value: value, Reason: err.Error()}
 	}
 	return nil
+}
+
+// checkAlias records that name (canon or its alias) was given as value, and
+// fails when the other spelling was given another value: one would
+// silently lose.
+func (c *config) checkAlias(canon, name, value string) error {
+	if c.aliasGiven == nil {
+		c.aliasGiven = map[string]string{}
+	}
+	v := strings.TrimSpace(value)
+	for given, gv := range c.aliasGiven {
+		if given != name && (given == canon || propertyAliases[given] == canon) && !strings.EqualFold(gv, v) {
+			return &ConfigError{Property: name, Value: value,
+				Reason: fmt.Sprintf("conflicts with %s=%q: they are the same property (librdkafka and Java spellings); give one", given, gv)}
+		}
+	}
+	c.aliasGiven[name] = v
+	return nil
+}
+
+// aliasOf returns the alias spelling of a canonical property name, or "".
+func aliasOf(canon string) string {
+	for a, c := range propertyAliases {
+		if c == canon {
+			return a
+		}
+	}
+	return ""
 }
 
 // defaultConfig holds every default, from the properties table.
@@ -300,6 +345,7 @@ func (c *config) validate() error {
 	if err := c.applySecurity(); err != nil {
 		return err
 	}
+	c.logIgnored()
 	c.compressionLevel = c.compressionLevels[c.compression] // 0 (none, snappy): no level
 	if err := c.resolvePartitioner(); err != nil {
 		return err

@@ -89,14 +89,18 @@ var securityProperties = append([]property{
 	}},
 }, sslProperties...)
 
-var jaasField = regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*"((?:[^"\\]|\\.)*)"`)
+// jaasField matches key="value" or key='value': Java's JAAS parser
+// (StreamTokenizer) takes both quotes, and Confluent Cloud's snippets use
+// single ones.
+var jaasField = regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)')`)
 
 // parseJAASFields pulls the key="value" options out of a JAAS line such as
 // org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p";
 func parseJAASFields(s string) map[string]string {
 	fields := map[string]string{}
 	for _, m := range jaasField.FindAllStringSubmatch(s, -1) {
-		fields[m[1]] = strings.ReplaceAll(strings.ReplaceAll(m[2], `\"`, `"`), `\\`, `\`)
+		v := m[2] + m[3] // one of the two quoted groups is empty
+		fields[m[1]] = strings.ReplaceAll(strings.ReplaceAll(strings.ReplaceAll(v, `\"`, `"`), `\'`, `'`), `\\`, `\`)
 	}
 	return fields
 }
