@@ -261,8 +261,8 @@ func (c *config) setProperty(name, value string) error {
 			return err
 		}
 		name = canon
-	} else if alias := aliasOf(name); alias != "" {
-		if err := c.checkAlias(name, alias, value); err != nil {
+	} else if aliasOf(name) != "" {
+		if err := c.checkAlias(name, name, value); err != nil {
 			return err
 		}
 	}
@@ -288,8 +288,9 @@ func (c *config) setProperty(name, value string) error {
 }
 
 // checkAlias records that name (canon or its alias) was given as value, and
-// fails when the other spelling was given another value: one would
-// silently lose.
+// fails when the other spelling was given another value in the same
+// properties map: one would silently lose. An option overrides instead
+// (setOption), as a later option overrides an earlier one.
 func (c *config) checkAlias(canon, name, value string) error {
 	if c.aliasGiven == nil {
 		c.aliasGiven = map[string]string{}
@@ -303,6 +304,13 @@ func (c *config) checkAlias(canon, name, value string) error {
 	}
 	c.aliasGiven[name] = v
 	return nil
+}
+
+// setOption sets a property from an option: it overrides whatever spelling
+// the properties map or an earlier option gave.
+func (c *config) setOption(name, value string) error {
+	c.aliasGiven = nil
+	return c.setProperty(name, value)
 }
 
 // aliasOf returns the alias spelling of a canonical property name, or "".

@@ -26,7 +26,7 @@ func (f optFunc) apply(c *config) error { return f(c) }
 // exactly like the property it stands for.
 type propOpt struct{ name, value string }
 
-func (o propOpt) apply(c *config) error { return c.setProperty(o.name, o.value) }
+func (o propOpt) apply(c *config) error { return c.setOption(o.name, o.value) }
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
