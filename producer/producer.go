@@ -62,9 +62,19 @@ func New(opts ...Opt) (*Producer, error) {
 // NewFromProperties returns a producer configured by Kafka producer
 // properties, as a Java client would be (for example "bootstrap.servers",
 // "linger.ms", "max.in.flight.requests.per.connection"), then by opts.
-// [PropertyNames] lists what is accepted; a few Java-only properties such as
-// key.serializer are accepted and ignored. An unknown property or an invalid
-// value is a [*ConfigError] naming the property and the allowed range.
+// [PropertyNames] lists the properties read. So that a pasted Java config
+// works, Java producer properties that cannot change what is written (such
+// as client.dns.lookup, metric.reporters, key.serializer) and consumer or
+// serializer properties shared with it (group.id, session.timeout.ms,
+// schema.registry.url) are accepted and ignored, as the Java producer ignores
+// unused ones; [IgnoredProperty] says which and why, and each one given is
+// logged through the [Logger] option, consumer and serializer ones at Warn.
+// Java producer properties longhaul cannot honour (transactional.id,
+// interceptor.classes, Java classes) are accepted only at their Java
+// default; another value is a [*ConfigError] saying what to do instead.
+// librdkafka's sasl.mechanisms is read as sasl.mechanism. Any other name is
+// a [*ConfigError] suggesting the closest known name, and an invalid value
+// one naming the property and the allowed range.
 func NewFromProperties(props map[string]string, opts ...Opt) (*Producer, error) {
 	cfg := defaultConfig()
 	// Sorted, so the first error reported does not depend on map order.
