@@ -64,10 +64,10 @@ type config struct {
 	partitionerName  func() Partitioner
 
 	// Java properties given that have no effect (javaconf.go), in the
-	// order given, logged by validate; and the spellings given of
-	// properties with an alias, to catch two conflicting values.
+	// order given, logged by validate; and the spelling each property was
+	// given as, by its canonical name, to catch an alias's conflicting value.
 	ignoredGiven []string
-	aliasGiven   map[string]string
+	aliasGiven   map[string]givenAs
 
 	// rand are the producer's random sources (rand.go), seeded at
 	// random; tests seed them with seededRandom.
@@ -256,16 +256,14 @@ func lookupProperty(name string) *property {
 // setProperty checks and stores one property, naming it in the error. A
 // name longhaul does not implement goes through the tables of javaconf.go.
 func (c *config) setProperty(name, value string) error {
-	if canon, ok := propertyAliases[name]; ok {
-		if err := c.checkAlias(canon, name, value); err != nil {
-			return err
-		}
-		name = canon
-	} else if aliasOf(name) != "" {
-		if err := c.checkAlias(name, name, value); err != nil {
-			return err
-		}
+	canon := name
+	if a, ok := propertyAliases[name]; ok {
+		canon = a
 	}
+	if err := c.checkAlias(canon, name, value); err != nil {
+		return err
+	}
+	name = canon
 	if _, ok := ignoredProperties[name]; ok {
 		c.ignoredGiven = append(c.ignoredGiven, name)
 		return nil
@@ -287,40 +285,32 @@ func (c *config) setProperty(name, value string) error {
 	return nil
 }
 
-// checkAlias records that name (canon or its alias) was given as value, and
-// fails when the other spelling was given another value in the same
-// properties map: one would silently lose. An option overrides instead
-// (setOption), as a later option overrides an earlier one.
+// checkAlias records that the property canon was given as name (canon or
+// its alias) with value, and fails when the other spelling was given
+// another value in the same properties map: one would silently lose. An
+// option overrides instead (setOption), as a later option overrides an
+// earlier one.
 func (c *config) checkAlias(canon, name, value string) error {
-	if c.aliasGiven == nil {
-		c.aliasGiven = map[string]string{}
-	}
 	v := strings.TrimSpace(value)
-	for given, gv := range c.aliasGiven {
-		if given != name && (given == canon || propertyAliases[given] == canon) && !strings.EqualFold(gv, v) {
-			return &ConfigError{Property: name, Value: value,
-				Reason: fmt.Sprintf("conflicts with %s=%q: they are the same property (librdkafka and Java spellings); give one", given, gv)}
-		}
+	if prev, ok := c.aliasGiven[canon]; ok && prev.name != name && !strings.EqualFold(prev.value, v) {
+		return &ConfigError{Property: name, Value: value,
+			Reason: fmt.Sprintf("conflicts with %s=%q: they are the same property (librdkafka and Java spellings); give one", prev.name, prev.value)}
 	}
-	c.aliasGiven[name] = v
+	if c.aliasGiven == nil {
+		c.aliasGiven = map[string]givenAs{}
+	}
+	c.aliasGiven[canon] = givenAs{name, v}
 	return nil
 }
+
+// givenAs is the spelling and value a property was given as (checkAlias).
+type givenAs struct{ name, value string }
 
 // setOption sets a property from an option: it overrides whatever spelling
 // the properties map or an earlier option gave.
 func (c *config) setOption(name, value string) error {
 	c.aliasGiven = nil
 	return c.setProperty(name, value)
-}
-
-// aliasOf returns the alias spelling of a canonical property name, or "".
-func aliasOf(canon string) string {
-	for a, c := range propertyAliases {
-		if c == canon {
-			return a
-		}
-	}
-	return ""
 }
 
 // defaultConfig holds every default, from the properties table.
