@@ -231,3 +231,163 @@ func TestCoalesceHandshakeIsTheFastestAnswer(t *testing.T) {
 func TestCoalesceHandshakeIsTheFastestAnswerNegativeControl(t *testing.T) {
 	require.Zero(t, holdsWhenSlowFromStart(t, true))
 }
+
+// TestCoalesceRequestsPropertyDefaultAndRange: the documented default of
+// longhaul.coalesce.requests is 5 and is what a producer gets; 0 (never)
+// and large values are accepted; negative and non-integer values are a
+// ConfigError naming the property.
+func TestCoalesceRequestsPropertyDefaultAndRange(t *testing.T) {
+	const name = "longhaul.coalesce.requests"
+	def, ok := PropertyDefault(name)
+	require.True(t, ok)
+	require.Equal(t, "5", def)
+	require.Equal(t, 5, defaultConfig().coalesce)
+	require.NotEmpty(t, PropertyDoc(name))
+	for _, v := range []string{"0", "1", "2147483647"} {
+		c := defaultConfig()
+		require.NoError(t, Property(name, v).apply(&c), v)
+		want, _ := strconv.Atoi(v)
+		require.Equal(t, want, c.coalesce)
+	}
+	for _, v := range []string{"-1", "many", "2147483648"} {
+		_, err := NewFromProperties(map[string]string{"bootstrap.servers": "127.0.0.1:1", name: v})
+		var ce *ConfigError
+		require.ErrorAs(t, err, &ce, v)
+		require.Equal(t, name, ce.Property)
+		require.ErrorIs(t, err, ErrInvalidConfig)
+	}
+}
+
+// holdsAfterSlowdown warms a producer up on 50 partitions over a 10 ms
+// round trip (so the connection's fastest answer is 10 ms), then makes the
+// broker answer in slow and produces one record to every partition each
+// 2 ms for a second. It returns the lingered batches held meanwhile and
+// the most requests seen in flight to the node from 200 ms on.
+func holdsAfterSlowdown(t *testing.T, slow time.Duration, coalesce int) (holds int64, maxInFlight int) {
+	const parts = 50
+	synctest.Test(t, func(t *testing.T) {
+		c, p := warmOnPartitions(t, parts, coalesce)
+		c.SetRTT(0, slow)
+		h0 := p.s.holds.Load()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+				for part := range int32(parts) {
+					r := &Record{Topic: "t", Value: []byte("thirty bytes of value, roughly")}
+					r.SetPartition(part)
+					p.Produce(context.Background(), r, nil)
+				}
+			}
+		}()
+		// Sampled once the first slow responses are in: until then the
+		// node does not look slow, and requests sent at the fast pace
+		// are still in flight.
+		time.Sleep(200 * time.Millisecond)
+		for end := time.Now().Add(800 * time.Millisecond); time.Now().Before(end); time.Sleep(time.Millisecond) {
+			maxInFlight = max(maxInFlight, p.Stats().Nodes[0].RequestsInFlight)
+		}
+		<-done
+		holds = p.s.holds.Load() - h0
+		require.NoError(t, p.Flush(context.Background()))
+	})
+	t.Logf("responses in %v, coalesce %d: %d holds, at most %d requests in flight", slow, coalesce, holds, maxInFlight)
+	return holds, maxInFlight
+}
+
+// TestCoalesceHoldsOnlyPastTwiceTheFastest: a node queues when its latest
+// response took more than twice the fastest answer on the connection.
+// Responses at 1.5 times the fastest hold nothing, though more than
+// longhaul.coalesce.requests (2 here) requests are in flight (the control
+// that only the response time stopped the hold); at 2.5 times they are
+// held, and at most that many requests are in flight: the limit is the
+// property's value, not a fixed 5.
+func TestCoalesceHoldsOnlyPastTwiceTheFastest(t *testing.T) {
+	holds, inFlight := holdsAfterSlowdown(t, 15*time.Millisecond, 2)
+	require.Zero(t, holds, "1.5 times the fastest response")
+	require.Greater(t, inFlight, 2, "requests in flight without holding")
+
+	holds, inFlight = holdsAfterSlowdown(t, 25*time.Millisecond, 2)
+	require.Positive(t, holds, "2.5 times the fastest response")
+	require.LessOrEqual(t, inFlight, 2, "requests in flight while holding, with longhaul.coalesce.requests=2")
+}
+
+// slowAfterConnect makes a node answer in slow from the moment a produce
+// connection to it is ready: its ApiVersions handshake was answered at the
+// cluster's round trip, every later request at slow.
+type slowAfterConnect struct {
+	c    *broker.Cluster
+	slow time.Duration
+}
+
+func (h slowAfterConnect) OnBrokerConnect(node int32, _ string, err error) {
+	if err == nil {
+		h.c.SetRTT(node, h.slow)
+	}
+}
+
+// TestCoalesceNeverHoldsFullBatchesOrFlush: while a node queues (answers in
+// ten times its handshake) and has longhaul.coalesce.requests (1) request
+// in flight, a lingered batch is held (the control: no request goes past
+// its linger), but a full batch goes at once, and so does Flush, which
+// takes the held batch with it (DESIGN.md: "Full batches, retries and
+// Flush are never held").
+func TestCoalesceNeverHoldsFullBatchesOrFlush(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{RTT: 10 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: 5, Window: 50}}})
+		p := memProducer(t, c, n, Linger(5*time.Millisecond), BatchSize(512),
+			MaxInFlightRequestsPerConnection(64), RequestTimeout(30*time.Second), DeliveryTimeout(time.Minute),
+			Property("longhaul.coalesce.requests", "1"), Hooks(slowAfterConnect{c, 100 * time.Millisecond}))
+		rec := func(part int32, size int) *Record { return toPartition("t", part, make([]byte, size)) }
+		// A first response, 100 ms against a 10 ms handshake: the node
+		// queues from now on.
+		require.NoError(t, p.ProduceSync(context.Background(), rec(0, 10)).FirstErr())
+		p.Produce(context.Background(), rec(1, 10), nil)
+		time.Sleep(10 * time.Millisecond)
+		reqs := p.Stats().ProduceRequests
+		require.Equal(t, 1, p.Stats().Nodes[0].RequestsInFlight, "one request in flight: holding from now on")
+
+		p.Produce(context.Background(), rec(2, 10), nil)
+		time.Sleep(20 * time.Millisecond)
+		require.Equal(t, reqs, p.Stats().ProduceRequests, "control: the lingered batch is held")
+		require.Positive(t, p.s.holds.Load())
+
+		p.Produce(context.Background(), rec(3, 600), nil) // past batch.size: full at once
+		time.Sleep(time.Millisecond)
+		require.Equal(t, reqs+1, p.Stats().ProduceRequests, "a full batch is not held")
+
+		flushed := make(chan error, 1)
+		go func() { flushed <- p.Flush(context.Background()) }()
+		time.Sleep(time.Millisecond)
+		require.Equal(t, reqs+2, p.Stats().ProduceRequests, "Flush is not held, and takes the held batch")
+		require.NoError(t, <-flushed)
+	})
+}
+
+// TestCoalesceHoldEndsAfterLatestResponseTime: a held batch waits at most
+// the node's latest response time (100 ms) past its linger (5 ms), even
+// when no response frees a slot: with the one request in flight never
+// answered (its response dropped), the lingered batch is still held 100 ms
+// after it was produced and sent by 110 ms (longhaul.coalesce.requests'
+// doc: "for at most that response's time").
+func TestCoalesceHoldEndsAfterLatestResponseTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{RTT: 10 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: 3, Window: 50}}})
+		p := memProducer(t, c, n, Linger(5*time.Millisecond), BatchSize(16384),
+			MaxInFlightRequestsPerConnection(64), RequestTimeout(30*time.Second), DeliveryTimeout(time.Minute),
+			Property("longhaul.coalesce.requests", "1"), Hooks(slowAfterConnect{c, 100 * time.Millisecond}))
+		rec := func(part int32) *Record { return toPartition("t", part, []byte("v")) }
+		require.NoError(t, p.ProduceSync(context.Background(), rec(0)).FirstErr(), "a 100 ms response")
+		c.DropProduceResponses(0, 1)
+		p.Produce(context.Background(), rec(1), func(_ *Record, err error) { assert.NoError(t, err) })
+		time.Sleep(10 * time.Millisecond)
+		require.Equal(t, 1, p.Stats().Nodes[0].RequestsInFlight, "a request that will not be answered")
+		reqs := p.Stats().ProduceRequests
+		p.Produce(context.Background(), rec(2), func(_ *Record, err error) { assert.NoError(t, err) })
+		time.Sleep(100 * time.Millisecond)
+		require.Equal(t, reqs, p.Stats().ProduceRequests, "held at 100 ms")
+		time.Sleep(10 * time.Millisecond)
+		require.Equal(t, reqs+1, p.Stats().ProduceRequests, "sent by linger + the latest response time")
+		require.NoError(t, p.Flush(context.Background()))
+	})
+}
