@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -587,4 +588,25 @@ func TestUnknownCorrelationIDKillsConn(t *testing.T) {
 	require.ErrorIs(t, o.err[0], ErrConnClosed)
 	require.ErrorIs(t, c.Err(), ErrMalformedResponse)
 	require.Contains(t, c.Err().Error(), "no request is waiting for")
+}
+
+// TestConnMalformedProduceBodyKillsConn: a Produce response whose body our
+// decoder rejects (kmsg's decoder is not used for Produce) is
+// ErrMalformedResponse on a Conn and kills the connection, unlike a window
+// tag of the wrong size (TestConnProduceWindowThroughConn).
+func TestConnMalformedProduceBodyKillsConn(t *testing.T) {
+	b := newFakeBroker(t)
+	b.handle = func(h RequestHeader, req kmsg.Request, reply func(any)) {
+		frame := AppendResponse(nil, h.CorrelationID, produceResponse(h.Version))
+		frame = frame[:len(frame)-3]
+		binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+		reply(frame)
+	}
+	c := dialT(t, b.listen(), DialConfig{})
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = -1
+	_, err := c.Do(context.Background(), req)
+	require.ErrorIs(t, err, ErrMalformedResponse)
+	<-c.Done()
+	require.ErrorIs(t, c.Err(), ErrMalformedResponse)
 }

@@ -2,7 +2,11 @@ package protocol
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
+	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -140,4 +144,141 @@ func TestBatchesToRetainTagsShared(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, present)
 	assert.EqualValues(t, 42, n, "the shared tags are unchanged by encoding")
+}
+
+// TestForEachRecordAliases: for an uncompressed batch, fn's records' Key,
+// Value and header values alias b (overwriting b after the walk changes
+// them); header keys are strings and are copied. For a compressed batch
+// they alias the decompression buffer, not b (overwriting b changes
+// nothing).
+func TestForEachRecordAliases(t *testing.T) {
+	recs := recordSets()["headers"]
+	for _, c := range []Codec{CodecNone, CodecLz4} {
+		raw := buildTest(t, recs, BatchHeader{Compression: c})
+		info, err := ParseBatchHeader(raw)
+		require.NoError(t, err)
+		var got []Record
+		require.NoError(t, ForEachRecord(raw, info, 0, func(_ int, rec Record) error {
+			got = append(got, rec)
+			return nil
+		}))
+		_, want, err := ParseRecordBatch(bytes.Clone(raw), 0)
+		require.NoError(t, err)
+		for i := RecordBatchOverhead; i < len(raw); i++ {
+			raw[i] = 0xEE
+		}
+		var aliased, nonEmpty int
+		check := func(b []byte) {
+			if len(b) == 0 {
+				return
+			}
+			nonEmpty++
+			if bytes.Equal(b, bytes.Repeat([]byte{0xEE}, len(b))) {
+				aliased++
+			}
+		}
+		for _, rec := range got {
+			check(rec.Key)
+			check(rec.Value)
+			for _, h := range rec.Headers {
+				check(h.Value)
+			}
+		}
+		require.Positive(t, nonEmpty)
+		if c == CodecNone {
+			assert.Equal(t, nonEmpty, aliased, "every key, value and header value aliases b")
+			assert.Equal(t, want[0].Headers[0].Key, got[0].Headers[0].Key, "header keys are copied")
+		} else {
+			assert.Zero(t, aliased, "%v: records alias the decompression buffer, not b", c)
+			assert.Equal(t, want, got)
+		}
+	}
+}
+
+// TestForEachRecordTrustsInfo: the header and CRC are not checked again. A
+// CRC spoiled after ParseBatchHeader succeeded is what ParseBatchHeader
+// (and ParseRecordBatch) reject, and ForEachRecord, given the info from
+// before, walks the records anyway.
+func TestForEachRecordTrustsInfo(t *testing.T) {
+	raw := buildTest(t, recordSets()["many"], BatchHeader{})
+	info, err := ParseBatchHeader(raw)
+	require.NoError(t, err)
+	raw[offCRC] ^= 0xFF
+	_, err = ParseBatchHeader(raw)
+	require.ErrorIs(t, err, ErrCorruptBatch, "control: the CRC is now wrong")
+	n := 0
+	require.NoError(t, ForEachRecord(raw, info, 0, func(int, Record) error { n++; return nil }))
+	assert.Equal(t, int(info.NumRecords), n)
+}
+
+// TestForEachRecordChecksAsParse: on batches with bytes of their body
+// changed (the CRC recomputed, so only the records are wrong), ForEachRecord
+// fails exactly when ParseRecordBatch does, with the same message, and
+// every error wraps ErrCorruptBatch; both reject some of the inputs (the
+// check is not vacuous).
+func TestForEachRecordChecksAsParse(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	base := buildTest(t, recordSets()["headers"], BatchHeader{})
+	rejected, accepted := 0, 0
+	for range 3000 {
+		raw := bytes.Clone(base)
+		for range 1 + rng.IntN(3) {
+			raw[RecordBatchOverhead+rng.IntN(len(raw)-RecordBatchOverhead)] = byte(rng.Uint32())
+		}
+		binary.BigEndian.PutUint32(raw[offCRC:], crc32.Checksum(raw[offAttributes:], crc32c))
+		info, err := ParseBatchHeader(raw)
+		require.NoError(t, err)
+		_, _, perr := ParseRecordBatch(raw, 0)
+		ferr := ForEachRecord(raw, info, 0, func(int, Record) error { return nil })
+		if perr == nil {
+			accepted++
+			require.NoError(t, ferr)
+			continue
+		}
+		rejected++
+		require.Error(t, ferr)
+		require.ErrorIs(t, ferr, ErrCorruptBatch)
+		require.Equal(t, perr.Error(), ferr.Error())
+	}
+	assert.Positive(t, rejected)
+	assert.Positive(t, accepted)
+}
+
+// TestForEachRecordConcurrent: walks of one batch from many goroutines at
+// once (run under -race) each see what ParseRecordBatch returns.
+func TestForEachRecordConcurrent(t *testing.T) {
+	for _, c := range []Codec{CodecNone, CodecZstd} {
+		raw := buildTest(t, recordSets()["many"], BatchHeader{Compression: c})
+		info, want, err := ParseRecordBatch(raw, 0)
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				var got []Record
+				err := ForEachRecord(raw, info, 0, func(_ int, rec Record) error {
+					got = append(got, rec)
+					return nil
+				})
+				assert.NoError(t, err)
+				assert.Equal(t, want, got)
+			})
+		}
+		wg.Wait()
+	}
+}
+
+// TestForEachRecordHeadersAllocate: the walk allocates nothing itself for
+// records without headers (TestForEachRecordAllocs), while a record with
+// headers gets a Headers slice of its own and copied keys.
+func TestForEachRecordHeadersAllocate(t *testing.T) {
+	raw := buildTest(t, recordSets()["headers"], BatchHeader{})
+	info, err := ParseBatchHeader(raw)
+	require.NoError(t, err)
+	allocs := testing.AllocsPerRun(20, func() {
+		_ = ForEachRecord(raw, info, 0, func(int, Record) error { return nil })
+	})
+	// One record with three headers (keys "header key 1", "", "h3"): the
+	// slice and the two non-empty keys; the second record has none.
+	assert.Positive(t, allocs)
+	assert.LessOrEqual(t, allocs, 3.0)
 }

@@ -577,3 +577,37 @@ func TestConnProduceWindowThroughConn(t *testing.T) {
 		require.NoError(t, c.Err())
 	}
 }
+
+// TestDecodeProduceResponseCopiesStringsAliasesTags: decodeProduceResponse
+// copies strings (topic names, error messages) and leaves unknown tag
+// values aliasing src, as kmsg does: overwriting src after decoding
+// changes the tag value and not the strings.
+func TestDecodeProduceResponseCopiesStringsAliasesTags(t *testing.T) {
+	r := kmsg.NewPtrProduceResponse()
+	r.Version = 12
+	tp := kmsg.NewProduceResponseTopic()
+	tp.Topic = "orders"
+	p := kmsg.NewProduceResponseTopicPartition()
+	msg := "error message"
+	p.ErrorMessage = &msg
+	p.UnknownTags.Set(9, []byte("tag value"))
+	tp.Partitions = append(tp.Partitions, p)
+	r.Topics = append(r.Topics, tp)
+	src := r.AppendTo(nil)
+	got, err := decodeProduceResponse(src, 12)
+	require.NoError(t, err)
+	for i := range src {
+		src[i] = 'X'
+	}
+	gp := got.Topics[0].Partitions[0]
+	assert.Equal(t, "orders", got.Topics[0].Topic)
+	require.NotNil(t, gp.ErrorMessage)
+	assert.Equal(t, "error message", *gp.ErrorMessage)
+	var tag []byte
+	gp.UnknownTags.Each(func(key uint32, val []byte) {
+		if key == 9 {
+			tag = val
+		}
+	})
+	assert.Equal(t, []byte("XXXXXXXXX"), tag, "the tag value aliases src")
+}
