@@ -15,6 +15,8 @@ import (
 //   the request is handled: SetOld affects the next ApiVersions.
 // * A Kafka 2.4 node (SetKafka24) offers InitProducerId up to v2 and
 //   Produce up to v8.
+// * A node with a Produce cap (Config.ProduceMaxVersions) offers Produce up
+//   to it; below v3 (Kafka 0.10) from v0, and no InitProducerId.
 // * A version above 4 is answered with a v0 response carrying
 //   UNSUPPORTED_VERSION and our ApiVersions range (KIP-511), as Kafka does.
 //
@@ -43,6 +45,12 @@ func handleApiVersions(c *Cluster, r *request) (kmsg.Response, error) {
 		ak := kmsg.NewApiVersionsResponseApiKey()
 		ak.ApiKey, ak.MinVersion, ak.MaxVersion = k, spec.min, spec.max
 		ak.MaxVersion = r.n.maxVersion(k, spec.max)
+		if ak.MaxVersion < 0 {
+			continue // a key this node's release does not have
+		}
+		if ak.MaxVersion < ak.MinVersion {
+			ak.MinVersion = 0 // Kafka 0.10 offers Produce v0..v2
+		}
 		resp.ApiKeys = append(resp.ApiKeys, ak)
 	}
 	return resp, nil
@@ -55,8 +63,17 @@ const (
 )
 
 // maxVersion is the highest version of key n serves, max being the
-// registered one. c.mu must be held.
+// registered one; -1 for a key n's release does not have. c.mu must be
+// held.
 func (n *node) maxVersion(key, max int16) int16 {
+	if v, ok := n.produceCap(); ok {
+		switch {
+		case key == 0:
+			max = min(max, v)
+		case key == 22 && v < 3:
+			return -1 // InitProducerId came with Produce v3 (Kafka 0.11)
+		}
+	}
 	switch {
 	case key == 0 && n.kafka24:
 		return min(max, kafka24ProduceMaxVersion)
@@ -66,6 +83,13 @@ func (n *node) maxVersion(key, max int16) int16 {
 		return min(max, oldProduceMaxVersion)
 	}
 	return max
+}
+
+// produceCap returns n's cap on Produce versions (Config.ProduceMaxVersions),
+// ok false when it has none. c.mu must be held.
+func (n *node) produceCap() (v int16, ok bool) {
+	v, ok = n.c.cfg.ProduceMaxVersions[n.id]
+	return v, ok
 }
 
 // apiVersionsUnsupported is the v0 answer to an ApiVersions request of a

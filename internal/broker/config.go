@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"strconv"
 	"time"
@@ -73,6 +74,15 @@ type Config struct {
 	// [Cluster.SetKafka24]): InitProducerId up to v2, Produce up to v8,
 	// 5 batches retained.
 	Kafka24Nodes []int32
+	// ProduceMaxVersions caps, by node id, the highest Produce version a
+	// node offers in ApiVersions, to stand for older Kafka releases; a
+	// Produce request above its cap closes the connection, as Kafka does.
+	// Below 14 the node never sends ProducerStateBatchesToRetain and
+	// retains 5 batches per producer (Kafka 1.0 to 3.x); at 3 (Kafka
+	// 0.11) it retains only the last batch; below 3 (Kafka 0.10 and
+	// before) it offers Produce from v0 and no InitProducerId, so an
+	// idempotent producer cannot use it. Caps are 0..14.
+	ProduceMaxVersions map[int32]int16
 	// Listen opens each node's listener, with the signature of
 	// net.Listen; nil uses net.Listen. A test passes an in-memory
 	// network's Listen (internal/memnet) to run the cluster inside a
@@ -178,6 +188,15 @@ func (cfg Config) withDefaults() (Config, error) {
 			return cfg, &ConfigError{"Kafka24Nodes", strconv.Itoa(int(n)), fmt.Sprintf("node ids are 0..%d", cfg.Nodes-1)}
 		}
 	}
+	for n, v := range cfg.ProduceMaxVersions {
+		if n < 0 || int(n) >= cfg.Nodes {
+			return cfg, &ConfigError{"ProduceMaxVersions", strconv.Itoa(int(n)), fmt.Sprintf("node ids are 0..%d", cfg.Nodes-1)}
+		}
+		if v < 0 || v > produceMaxVersion {
+			return cfg, &ConfigError{"ProduceMaxVersions", strconv.Itoa(int(v)), fmt.Sprintf("Produce versions are 0..%d", produceMaxVersion)}
+		}
+	}
+	cfg.ProduceMaxVersions = maps.Clone(cfg.ProduceMaxVersions) // the caller's map may change after Start
 	if cfg.Listen == nil {
 		cfg.Listen = net.Listen
 	}

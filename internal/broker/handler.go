@@ -78,10 +78,11 @@ func (cc *conn) handle(frame []byte, readAt time.Time) (*pending, error) {
 	r.p = &pending{corr: hdr.CorrelationID}
 
 	c.mu.Lock()
-	// A Kafka 2.4 node refuses versions it does not offer; an old-mode
-	// node still reads Produce v14 and answers UNSUPPORTED_VERSION.
+	// A Kafka 2.4 node, or one with a Produce cap, refuses versions it
+	// does not offer; an old-mode node still reads Produce v14 and
+	// answers UNSUPPORTED_VERSION.
 	nodeMax := spec.max
-	if cc.n.kafka24 {
+	if _, capped := cc.n.produceCap(); cc.n.kafka24 || capped {
 		nodeMax = cc.n.maxVersion(hdr.Key, spec.max)
 	}
 	r.p.due = cc.n.paceIn(len(frame)+4, readAt).Add(cc.n.rtt)

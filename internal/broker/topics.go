@@ -100,10 +100,17 @@ func (c *Cluster) windowOf(t *topic) int {
 	return c.defaultWindow
 }
 
-// effectiveWindow is the window p's leader applies: 5 on an old-mode node,
-// the topic window otherwise. c.mu must be held.
+// effectiveWindow is the window p's leader applies: 1 on a node capped at
+// Produce v3 (Kafka 0.11 retains only the last batch per producer), 5 on
+// an old-mode, Kafka 2.4 or other capped node, the topic window otherwise.
+// c.mu must be held.
 func (c *Cluster) effectiveWindow(p *partition) int {
-	if n := c.nodes[p.leader]; n.old || n.kafka24 {
+	n := c.nodes[p.leader]
+	v, capped := n.produceCap()
+	switch {
+	case capped && v < 4:
+		return 1
+	case n.old || n.kafka24 || capped && v < produceMaxVersion:
 		return DefaultWindow
 	}
 	return c.windowOf(p.t)
