@@ -145,7 +145,7 @@ func (s *sender) dialed(n *nodeState, addr string, c *protocol.Conn, err error, 
 	// one batch in flight per partition there. Produce v4 (Kafka 1.0) and
 	// later retain 5.
 	windowCap := 0
-	if v, ok := c.Version(0); ok && v < 4 {
+	if v, ok := c.Version(0); ok && v < 4 && !s.cfg.regress.v3Uncapped {
 		windowCap = 1
 	}
 	s.p.limiter.SetNodeWindowCap(n.id, windowCap)

@@ -10,7 +10,11 @@
 // current leader and connection, at most one batch of the partition is in
 // flight: a broker that lost our state would otherwise accept a later batch
 // before an earlier one (KAFKA-15591). Against older brokers the producer
-// stays at 5 and is still safe.
+// stays at 5 (1 on Kafka 0.11, which retains only the last batch) and is
+// still safe. Brokers before 0.11 cannot take idempotent batches: nothing
+// is sent to them, and the records of partitions they lead fail at
+// delivery.timeout.ms with an error wrapping
+// protocol.ErrIdempotenceUnsupported.
 //
 // # Entry points
 //

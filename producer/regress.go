@@ -56,4 +56,7 @@ type regressions struct {
 	// a SASL renewal: the connection dialed to the new address continues
 	// the drained one, windows and gates carried over.
 	movedRenewalContinues bool
+	// A Produce v3 (Kafka 0.11) leader gets the 5 batches in flight of
+	// newer brokers, though it retains only the last one per producer.
+	v3Uncapped bool
 }

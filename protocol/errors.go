@@ -26,7 +26,8 @@ var (
 
 	// ErrIdempotenceUnsupported is returned by [RequireIdempotentProduce]
 	// when the broker cannot take Produce v3 or later (RecordBatch v2 with
-	// producer id, epoch and sequence numbers).
+	// producer id, epoch and sequence numbers), and by [InitProducerID]
+	// when it has no InitProducerId: Kafka before 0.11.
 	ErrIdempotenceUnsupported = errors.New("protocol: broker does not support idempotent produce (Produce v3+)")
 
 	// ErrMalformedResponse means a response could not be decoded: a bad

@@ -115,8 +115,13 @@ func metadata(ctx context.Context, c *Conn, topics []string, autoCreate bool) (*
 // epoch to bump the epoch (KIP-360, needs InitProducerId v3+, otherwise an
 // error wrapping [ErrUnsupportedVersion]). timeout is sent as the
 // transaction timeout; 0 sends math.MaxInt32 ms as the Java idempotent
-// producer does. A non-zero errorCode comes with id -1.
+// producer does. A non-zero errorCode comes with id -1. A broker without
+// InitProducerId (before Kafka 0.11) gives an error wrapping both
+// [ErrIdempotenceUnsupported] and [ErrUnsupportedVersion].
 func InitProducerID(ctx context.Context, c *Conn, producerID int64, epoch int16, timeout time.Duration) (id int64, newEpoch int16, errorCode int16, err error) {
+	if _, ok := c.Version(22); !ok {
+		return -1, -1, 0, fmt.Errorf("%w: broker %s has no InitProducerId (Kafka before 0.11) (%w)", ErrIdempotenceUnsupported, c.Addr(), ErrUnsupportedVersion)
+	}
 	if v, ok := c.Version(22); ok && v < 3 && producerID >= 0 {
 		return -1, -1, 0, fmt.Errorf("%w: epoch bump needs InitProducerId v3+, broker %s has v%d", ErrUnsupportedVersion, c.Addr(), v)
 	}
