@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"regexp"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/sasl"
@@ -51,8 +50,12 @@ var securityProperties = append([]property{
 		if strings.TrimSpace(v) == "" {
 			return nil
 		}
-		fields := parseJAASFields(v)
-		if strings.Contains(v, iamLoginModule) {
+		e, err := parseJAAS(v)
+		if err != nil {
+			return err
+		}
+		fields := e.options
+		if e.module == iamLoginModule {
 			// AWS_MSK_IAM: the credentials come from the provider given
 			// to lhaws.MSKIAM. Options naming another identity cannot be
 			// honoured here; ignoring them would log in as the wrong one.
@@ -88,22 +91,6 @@ var securityProperties = append([]property{
 		return nil
 	}},
 }, sslProperties...)
-
-// jaasField matches key="value" or key='value': Java's JAAS parser
-// (StreamTokenizer) takes both quotes, and Confluent Cloud's snippets use
-// single ones.
-var jaasField = regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)')`)
-
-// parseJAASFields pulls the key="value" options out of a JAAS line such as
-// org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p";
-func parseJAASFields(s string) map[string]string {
-	fields := map[string]string{}
-	for _, m := range jaasField.FindAllStringSubmatch(s, -1) {
-		v := m[2] + m[3] // one of the two quoted groups is empty
-		fields[m[1]] = strings.ReplaceAll(strings.ReplaceAll(strings.ReplaceAll(v, `\"`, `"`), `\'`, `'`), `\\`, `\`)
-	}
-	return fields
-}
 
 // applySecurity turns the security properties into the TLS config and SASL
 // mechanism, unless the typed options set them.
