@@ -263,6 +263,7 @@ func (c *config) setProperty(name, value string) error {
 	if err := c.checkAlias(canon, name, value); err != nil {
 		return err
 	}
+	given := name // the error names the spelling the user wrote
 	name = canon
 	if _, ok := ignoredProperties[name]; ok {
 		c.ignoredGiven = append(c.ignoredGiven, name)
@@ -280,7 +281,11 @@ func (c *config) setProperty(name, value string) error {
 	}
 	// Trimmed, as the Java client's ConfigDef reads every value.
 	if err := p.set(c, strings.TrimSpace(value)); err != nil {
-		return &ConfigError{Property: name, Value: value, Reason: err.Error()}
+		reason := err.Error()
+		if given != name {
+			reason += " (" + given + " is read as " + name + ")"
+		}
+		return &ConfigError{Property: given, Value: value, Reason: reason}
 	}
 	return nil
 }
