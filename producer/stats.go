@@ -14,7 +14,8 @@ type PartitionStats struct {
 	Leader    int32 // broker id, -1 if unknown
 	// Limit is the partition's current in-flight limit: 5 until learned
 	// from a ProduceResponse, then the broker's window (KIP-1269), either
-	// capped by longhaul.max.window.
+	// capped by longhaul.max.window; 1 on a Kafka 0.11 leader (Produce v3),
+	// which retains only the last batch.
 	Limit          int
 	InFlight       int   // batches in flight now
 	Gated          bool  // at most one batch in flight until one is acked
@@ -91,7 +92,8 @@ func (p *Producer) Stats() Stats {
 // InFlightLimit returns the current in-flight limit of a partition: 5
 // (inflight.DefaultWindow) until the producer has learned the broker's
 // window from a ProduceResponse, then that window, either capped by
-// longhaul.max.window; 5 for a partition it does not know.
+// longhaul.max.window; 1 on a Kafka 0.11 leader (Produce v3), which
+// retains only the last batch; 5 for a partition it does not know.
 func (p *Producer) InFlightLimit(topic string, partition int32) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
