@@ -1,0 +1,58 @@
+package producer
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-kafka/longhaul/internal/broker"
+)
+
+// TestMaxBlockDoesNotBoundMemoryWait checks MaxBlock's "It does not bound
+// Produce's wait for buffer.memory: Produce's context does": with
+// buffer.memory full (the broker holds every answer) and max.block.ms at
+// 10 ms, Produce waits for room until its context ends, 2 s later, and
+// the record fails with the context's error, not ErrTopicMetadata; the
+// records already accepted are unaffected and delivered once the broker
+// answers.
+func TestMaxBlockDoesNotBoundMemoryWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
+		p := memProducer(t, c, n, MaxBlock(10*time.Millisecond), BufferMemory(8192), DeliveryTimeout(2*time.Hour), RequestTimeout(time.Hour))
+		ctx := context.Background()
+		require.NoError(t, p.ProduceSync(ctx, toPartition("t", 0, []byte("warm"))).FirstErr(), "topic known")
+
+		c.Stall(0, time.Minute)
+		full := false
+		for i := 0; i < 1000 && !full; i++ {
+			errc := make(chan error, 1)
+			p.TryProduce(toPartition("t", 0, make([]byte, 100)), func(_ *Record, err error) {
+				if err == ErrBufferFull {
+					errc <- err
+				}
+			})
+			synctest.Wait()
+			select {
+			case <-errc:
+				full = true
+			default:
+			}
+		}
+		require.True(t, full, "buffer.memory filled")
+
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		start := time.Now()
+		got := make(chan error, 1)
+		p.Produce(wctx, toPartition("t", 0, []byte("waits")), func(_ *Record, err error) { got <- err })
+		waited := time.Since(start)
+		err := <-got
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.NotErrorIs(t, err, ErrTopicMetadata)
+		require.Equal(t, 2*time.Second, waited, "Produce waited for its context, not max.block.ms")
+		require.NoError(t, p.Flush(ctx), "the accepted records are delivered once the broker answers")
+	})
+}
