@@ -2,8 +2,10 @@ package producer
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -41,6 +43,41 @@ func TestBrokerBeforeKafka011FailsClearly(t *testing.T) {
 					require.ErrorIs(t, err, ErrDeliveryTimeout, "partition %d", part)
 					require.ErrorIs(t, err, protocol.ErrIdempotenceUnsupported, "partition %d", part)
 					require.Empty(t, c.Records("t", part), "partition %d: nothing sent to a Kafka 0.10 node", part)
+				}
+			})
+		})
+	}
+}
+
+// TestEveryOldProduceVersion checks the README's "Older brokers (Produce v4
+// to v13, any Kafka since 1.0) never send the field: the producer stays at
+// 5 batches in flight per partition ... so it is still exactly-once and in
+// order", and 1 at v3, against a node capped at each version in turn, with
+// a window-20 topic and lost answers: every record acked once, in order,
+// and the limit never above what such a broker retains. The same topic on
+// an uncapped node learns 20.
+func TestEveryOldProduceVersion(t *testing.T) {
+	for v := int16(3); v <= 14; v++ {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c, n := memCluster(t, broker.Config{RTT: 10 * time.Millisecond, ProduceMaxVersions: map[int32]int16{0: v},
+					Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
+				w := &windowLog{}
+				p := memProducer(t, c, n, Hooks(w), Linger(0))
+				l := newLedger("a", "t")
+				warmUp(t, p, l, 0)
+				c.DropProduceResponses(0, 3)
+				l.produce(p, 0, 200, 100)
+				require.True(t, l.waitAll(time.Minute))
+				require.Empty(t, l.failures())
+				requireClean(t, c, "t", 1, l)
+				want := map[bool]int{true: 5, false: 20}[v < 14]
+				if v == 3 {
+					want = 1
+				}
+				require.Equal(t, want, p.InFlightLimit("t", 0))
+				for _, e := range w.of(0) {
+					require.LessOrEqual(t, e.new, want, "%+v", e)
 				}
 			})
 		})
