@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -82,4 +83,46 @@ func TestEveryOldProduceVersion(t *testing.T) {
 			})
 		})
 	}
+}
+
+// connectLog records OnBrokerConnect calls.
+type connectLog struct {
+	mu   sync.Mutex
+	errs map[int32][]error
+}
+
+func (h *connectLog) OnBrokerConnect(node int32, _ string, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.errs == nil {
+		h.errs = map[int32][]error{}
+	}
+	h.errs[node] = append(h.errs[node], err)
+}
+
+// TestBrokerConnectReportsVersionCheck checks HookBrokerConnect's "err is
+// nil when the connection is ready (handshake, authentication and version
+// checks done), else why it failed" for the version check: a Kafka 0.10
+// node's connection is reported failed with an error wrapping
+// protocol.ErrIdempotenceUnsupported, never ready; the newer node's ready.
+func TestBrokerConnectReportsVersionCheck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{Nodes: 2, ProduceMaxVersions: map[int32]int16{1: 2},
+			Topics: []broker.TopicConfig{{Name: "t", Partitions: 2}}})
+		h := &connectLog{}
+		p := memProducer(t, c, n, Hooks(h), DeliveryTimeout(2*time.Second))
+		for part := range int32(2) {
+			p.ProduceSync(context.Background(), toPartition("t", part, []byte("x")))
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		require.NotEmpty(t, h.errs[0])
+		for _, err := range h.errs[0] {
+			require.NoError(t, err)
+		}
+		require.NotEmpty(t, h.errs[1])
+		for _, err := range h.errs[1] {
+			require.ErrorIs(t, err, protocol.ErrIdempotenceUnsupported, "node 1 never ready")
+		}
+	})
 }
