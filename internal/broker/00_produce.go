@@ -150,7 +150,7 @@ func (c *Cluster) producePartition(r *request, p *partition, records []byte, sp 
 	// its CRC) is checked once, here; the checks below reuse it.
 	info, hdrErr := protocol.ParseBatchHeader(records)
 	if hdrErr == nil && info.ProducerID >= 0 {
-		c.trackInflight(r, p, info.ProducerID)
+		c.trackInflight(r, p, info.ProducerID, info.ProducerEpoch, info.BaseSequence)
 	}
 	if len(p.injected) > 0 {
 		inj := &p.injected[0]
@@ -282,11 +282,22 @@ func (c *Cluster) retainTags(w int) kmsg.Tags {
 
 // trackInflight counts one batch of pid on p in flight until r's response
 // is written. c.mu is held.
-func (c *Cluster) trackInflight(r *request, p *partition, pid int64) {
+func (c *Cluster) trackInflight(r *request, p *partition, pid int64, epoch int16, seq int32) {
 	if n := p.addInflight(pid, 1); n > p.stats.MaxInFlight {
 		p.stats.MaxInFlight = n
 	}
-	r.p.inflight = append(r.p.inflight, inflightRef{p: p, pid: pid})
+	var w int32
+	if r.version >= 14 && !r.n.old {
+		w = int32(c.windowOf(p.t)) // what the partition response will announce
+	}
+	var b procBatch
+	if !r.cc.late {
+		b = procBatch{p: p, pid: pid, epoch: epoch, seq: seq}
+		if !c.checkWindow(r.n, b) {
+			b = procBatch{}
+		}
+	}
+	r.p.inflight = append(r.p.inflight, inflightRef{p: p, pid: pid, n: r.n, w: w, b: b})
 }
 
 // addInflight adds d to pid's in-flight count on p and returns the new

@@ -37,13 +37,24 @@ type Cluster struct {
 	initAsks        [2]int64                     // InitProducerId asking a new id, a bump
 	sessionsExpired int64                        // connections closed for an expired SASL session
 	retainTagsOf    map[int]kmsg.Tags            // window -> shared v14 response tags (retainTags)
+	retired         []*node                      // processes replaced by MoveNode, serving out their grace
+	overWindow      int64                        // batches in flight beyond the announced window (OverWindow)
+	overWindowFirst []string                     // the first few of them, described
 }
 
-// node is one broker node: a listener and its connections.
+// node is one broker process serving a node id: a listener and its
+// connections. MoveNode replaces a node id's process with a new one at
+// another address; the old one may serve its connections a while longer.
 type node struct {
 	c    *Cluster
 	id   int32
 	addr string // host:port, fixed by the first listen
+	// proc is what a broker process learns and shows its clients: the
+	// windows it announced and the batches in flight at it (OverWindow).
+	// Shared by the node values of one process (a move without Replace).
+	proc *process
+	// retire, on a process replaced by MoveNode with a grace, ends it.
+	retire *time.Timer
 
 	// c.mu guards the following.
 	ln          net.Listener
@@ -79,7 +90,7 @@ func Start(cfg Config) (*Cluster, error) {
 		pidEpochs:     make(map[int64]int16),
 	}
 	for i := range cfg.Nodes {
-		n := &node{c: c, id: int32(i), conns: make(map[*conn]struct{}), rtt: cfg.RTT, bw: cfg.Bandwidth}
+		n := &node{c: c, id: int32(i), conns: make(map[*conn]struct{}), rtt: cfg.RTT, bw: cfg.Bandwidth, proc: newProcess()}
 		addr := "127.0.0.1:0"
 		if i == 0 {
 			addr = cfg.Addr
@@ -139,11 +150,18 @@ func (c *Cluster) serve(n *node, ln net.Listener) {
 	}()
 }
 
-// Addr returns the bootstrap address, node 0's host:port.
-func (c *Cluster) Addr() string { return c.nodes[0].addr }
+// Addr returns the bootstrap address, node 0's host:port (its current
+// one, after [Cluster.MoveNode]).
+func (c *Cluster) Addr() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[0].addr
+}
 
 // Addrs returns every node's host:port, indexed by node id.
 func (c *Cluster) Addrs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	out := make([]string, len(c.nodes))
 	for i, n := range c.nodes {
 		out[i] = n.addr
@@ -164,7 +182,10 @@ func (c *Cluster) Close() error {
 	close(c.die)
 	var errs []error
 	var conns []*conn
-	for _, n := range c.nodes {
+	for _, n := range append(c.nodes, c.retired...) {
+		if n.retire != nil {
+			n.retire.Stop()
+		}
 		if n.ln != nil {
 			if err := n.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 				errs = append(errs, err)

@@ -37,6 +37,11 @@ type conn struct {
 	// next request into a fresh buffer. Touched only by the reader
 	// goroutine.
 	keepFrame bool
+	// late is set while the reader handles a request it read before a
+	// stall of its process ended: the client may have given up on it and
+	// closed the connection unseen, so OverWindow does not count it.
+	// Touched only by the reader goroutine.
+	late bool
 }
 
 // pending is a handled request waiting for its response to be written.
@@ -54,6 +59,12 @@ type pending struct {
 type inflightRef struct {
 	p   *partition
 	pid int64
+	n   *node // the process that read it
+	// w is the window its partition response announces (v14 at a node
+	// not in old mode), 0 for none: the process has shown it once the
+	// response is written (announced).
+	w int32
+	b procBatch // the batch, for its process's count (process.addInflight); p nil: not counted (conn.late)
 }
 
 func newConn(n *node, nc net.Conn) *conn {
@@ -114,6 +125,9 @@ func (c *Cluster) release(p *pending) {
 	c.mu.Lock()
 	for _, r := range p.inflight {
 		r.p.addInflight(r.pid, -1)
+		if r.b.p != nil {
+			r.n.proc.addInflight(r.b, -1)
+		}
 	}
 	c.mu.Unlock()
 	p.inflight = nil
@@ -145,15 +159,22 @@ func (cc *conn) sleepUntil(t time.Time) bool {
 
 // waitStall waits out a Stall of the node, if any.
 func (cc *conn) waitStall() bool {
+	ok, _ := cc.waitStallWaited()
+	return ok
+}
+
+// waitStallWaited is waitStall, also reporting whether it waited.
+func (cc *conn) waitStallWaited() (ok, waited bool) {
 	for {
 		cc.n.c.mu.Lock()
 		until := cc.n.stallUntil
 		cc.n.c.mu.Unlock()
 		if !time.Now().Before(until) {
-			return true
+			return true, waited
 		}
+		waited = true
 		if !cc.sleepUntil(until) {
-			return false
+			return false, waited
 		}
 	}
 }
@@ -203,7 +224,9 @@ func (cc *conn) writeLoop() {
 		}
 		// Release before writing: once the bytes are out the client may
 		// send its next request, which must not be counted alongside
-		// this one (the client no longer has it in flight).
+		// this one (the client no longer has it in flight). Likewise the
+		// windows it announces count from now.
+		c.announced(p)
 		c.release(p)
 		if _, err := cc.nc.Write(buf); err != nil {
 			return
@@ -227,7 +250,8 @@ func (cc *conn) readLoop() {
 			return
 		}
 		readAt := time.Now()
-		if !cc.waitStall() {
+		var ok bool
+		if ok, cc.late = cc.waitStallWaited(); !ok {
 			return
 		}
 		p, err := cc.handle(frame, readAt)

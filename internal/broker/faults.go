@@ -147,6 +147,7 @@ func (c *Cluster) Stall(node int32, d time.Duration) {
 	defer c.mu.Unlock()
 	if nd, err := c.node(node); err == nil {
 		nd.stallUntil = time.Now().Add(d)
+		nd.quiet(nd.stallUntil)
 	}
 }
 
