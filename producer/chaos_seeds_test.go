@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"os"
 	"testing"
 	"testing/synctest"
 
@@ -31,6 +32,29 @@ var scanSeeds = []struct {
 }
 
 const scanSeedRuns = 5
+
+// chaosBugs are the knobs a scan may bring back (LONGHAUL_CHAOS_BUG names
+// one), to find seeds for scanSeeds: each knob of the table above.
+var chaosBugs = map[string]func(*regressions){
+	"oooProvesUnwritten":    func(r *regressions) { r.oooProvesUnwritten = true },
+	"splitMaybeWritten":     func(r *regressions) { r.splitMaybeWritten = true },
+	"renewalResets":         func(r *regressions) { r.renewalResets = true },
+	"oldTopicHints":         func(r *regressions) { r.oldTopicHints = true },
+	"recreateKeepsEpoch":    func(r *regressions) { r.recreateKeepsEpoch = true },
+	"movedRenewalContinues": func(r *regressions) { r.movedRenewalContinues = true },
+}
+
+// chaosBug returns the knob LONGHAUL_CHAOS_BUG names, nil for none; an
+// unknown name fails t.
+func chaosBug(t *testing.T) func(*regressions) {
+	name := os.Getenv("LONGHAUL_CHAOS_BUG")
+	if name == "" {
+		return nil
+	}
+	k, ok := chaosBugs[name]
+	require.True(t, ok, "LONGHAUL_CHAOS_BUG=%s: not one of chaosBugs", name)
+	return k
+}
 
 // runSeed runs seed's schedule n times, with knob set when not nil, and
 // returns the violations of every run that had some.

@@ -40,6 +40,7 @@ import (
 //	LONGHAUL_CHAOS_FIRST=1000      first seed (default 1)
 //	LONGHAUL_CHAOS_RUNS=20         with LONGHAUL_CHAOS_SEED: run it that often, reporting
 //	                               how many runs failed and how many paths they took
+//	LONGHAUL_CHAOS_BUG=renewalResets  bring back a bug (chaosBugs) to find seeds that catch it
 //
 // A seed replays its run as far as the producer decides it: the
 // producers' random choices (backoff jitter, sticky partitions) are seeded
@@ -126,6 +127,9 @@ type chaosRun struct {
 	ledgers   []*ledger
 	keyless   []*ledger              // each producer's keyless records
 	deleted   [][][]broker.LogRecord // logs of deleted incarnations of the topic
+	// midRenewal counts moves made while a producer's connection to the
+	// node drained for its SASL renewal (moves).
+	midRenewal atomic.Int32
 }
 
 // drawSchedule draws a schedule from seed: bursts of produce and of faults
@@ -328,8 +332,108 @@ func drawSchedule(seed uint64) *chaosSchedule {
 			})
 		}
 	}
+	// Nodes moving to a new address, from their own stream, in one
+	// schedule in four (moves).
+	s.moves(rand.New(rand.NewPCG(seed, 0xadd2)), add)
 	sort.SliceStable(s.steps, func(i, j int) bool { return s.steps[i].at < s.steps[j].at })
 	return s
+}
+
+// moves draws, in one schedule in four, one or two nodes moving to a new
+// address (broker.Cluster.MoveNode): the same process at another address
+// (a changed listener), or, in two of three, another process taking the
+// node id there (a replaced machine, a broker restarted elsewhere), of the
+// same version, a current or a pre-KIP-1269 one, which in one of two
+// loaded its producer state from a snapshot (each producer's last batch
+// only), while the old process may serve its connections up to 600 ms
+// longer. On SASL sessions, one move in two waits (up to 2 s, a producer
+// trickling records to a partition the node leads meanwhile) for the
+// producer's connection to the node to drain for its renewal, and the
+// producer's periodic metadata refresh falls due at once, so it learns of
+// the move mid-drain, while the old process holds the drained batches and
+// the trickle goes on: the path where a renewal must not continue into the
+// new process (applyMetadata, regress movedRenewalContinues).
+func (s *chaosSchedule) moves(mv *rand.Rand, add func(time.Duration, string, func(*broker.Cluster, *chaosRun))) {
+	if mv.IntN(4) != 0 {
+		return
+	}
+	for range 1 + mv.IntN(2) {
+		t, nd := time.Duration(mv.Int64N(int64(chaosSpan))), mv.Int32N(chaosNodes)
+		var m broker.NodeMove
+		what := fmt.Sprintf("node %d moves to a new address", nd)
+		if mv.IntN(3) != 0 {
+			m.Replace = true
+			m.Mode = []broker.NodeMode{broker.SameMode, broker.SameMode, broker.CurrentMode, broker.OldMode}[mv.IntN(4)]
+			m.Snapshot = mv.IntN(2) == 0
+			what += fmt.Sprintf(", another process (%s", []string{"same version", "KIP-1269", "pre-KIP-1269"}[m.Mode])
+			if m.Snapshot {
+				what += ", producer state from a snapshot"
+			}
+			what += ")"
+		}
+		if mv.IntN(2) == 0 {
+			m.Grace = 20*time.Millisecond + time.Duration(mv.Int64N(int64(580*time.Millisecond)))
+		}
+		renewal, pi := s.session > 0 && mv.IntN(2) == 0, mv.IntN(s.producers)
+		if renewal && m.Grace == 0 {
+			m.Grace = 20*time.Millisecond + time.Duration(mv.Int64N(int64(280*time.Millisecond)))
+		}
+		if m.Grace > 0 {
+			what += fmt.Sprintf("; the old one answers after %v, then closes", m.Grace)
+		}
+		if renewal {
+			what = fmt.Sprintf("when producer %d's connection to node %d drains for its SASL renewal (2 s at most): %s; producer %d's metadata refresh falls due", pi, nd, what, pi)
+		}
+		s.lostTime += m.Grace + chaosReqTimeout
+		add(t, what, func(c *broker.Cluster, r *chaosRun) {
+			if !renewal {
+				if _, err := c.MoveNode(nd, m); err != nil {
+					panic(err)
+				}
+				return
+			}
+			// A trickle to a partition the node leads, so the renewal
+			// comes with batches in flight, and batches wait while the
+			// old process holds the drained ones.
+			p, part := r.producers[pi], keyless
+			for q := range c.Partitions(chaosTopic) {
+				if leader, _ := c.Leader(chaosTopic, q); leader == nd {
+					part = q
+					break
+				}
+			}
+			trickle := func() {
+				if part != keyless {
+					r.ledgers[pi].produce(p, part, 1, chaosRecordSize)
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			for end := time.Now().Add(2 * time.Second); time.Now().Before(end); trickle() {
+				if drainingTo(p, nd) {
+					r.midRenewal.Add(1)
+					break
+				}
+			}
+			if _, err := c.MoveNode(nd, m); err != nil {
+				panic(err)
+			}
+			p.s.wantMetadata() // metadata.max.age.ms falls due
+			for end := time.Now().Add(m.Grace + 20*time.Millisecond); time.Now().Before(end); {
+				trickle()
+			}
+		})
+	}
+}
+
+// drainingTo reports whether p's connection to node nd is draining for
+// its SASL renewal (sender.checkConn), asking the sender goroutine.
+func drainingTo(p *Producer, nd int32) bool {
+	ch := make(chan bool, 1)
+	p.post(func() {
+		n := p.s.nodes[nd]
+		ch <- n != nil && n.draining != nil
+	})
+	return <-ch
 }
 
 // notWrittenRetriable are retriable codes Kafka answers before appending.
@@ -382,6 +486,7 @@ func runSchedule(t *testing.T, s *chaosSchedule) []string {
 type scheduleCoverage struct {
 	holds        int64   // lingered batches held by coalescing, all producers (sender.holds)
 	grownKeyless int     // keyless records written to partitions CreatePartitions added
+	midRenewal   int32   // nodes moved while a producer's connection to them drained for its SASL renewal
 	fullness     float64 // the fullest batch of 2+ records, as a fraction of its bound (batchBounds)
 	requestBound bool    // max.request.size was below batch.size: it bounded batches
 	sent         uint64  // digest of the batches sent (batchBounds.sent): the path the run took
@@ -524,10 +629,17 @@ func runScheduleCovered(t *testing.T, s *chaosSchedule) ([]string, scheduleCover
 			}
 		}
 	}
+	// KIP-1269's rule, seen by the broker: no producer ever had more
+	// batches of a partition in flight at a broker process than that
+	// process had announced it retains (5 before any answer).
+	if n, first := c.OverWindow(); n > 0 {
+		v = append(v, fmt.Sprintf("window: %d batches in flight beyond the window announced, e.g. %v", n, firstN(first, 2)))
+	}
 	bv, fullness := bounds.result()
 	cov.fullness = fullness
 	bounds.mu.Lock()
 	cov.sent = bounds.sent
+	cov.midRenewal = run.midRenewal.Load()
 	bounds.mu.Unlock()
 	return append(v, bv...), cov
 }
@@ -541,6 +653,7 @@ type chaosCoverage struct {
 	schedules     int
 	held          int // schedules in which a lingered batch was held (coalescing, issue 19)
 	grownKeyless  int // schedules that wrote keyless records to partitions added by CreatePartitions (issue 20)
+	midRenewal    int // schedules that moved a node mid-renewal (moves)
 	full          int // schedules with a batch of 2+ records within 80-100 % of batch.size or more
 	fullByRequest int // the same, in schedules whose max.request.size was the smaller bound
 }
@@ -553,6 +666,9 @@ func (c *chaosCoverage) add(s scheduleCoverage) {
 	if s.grownKeyless > 0 {
 		c.grownKeyless++
 	}
+	if s.midRenewal > 0 {
+		c.midRenewal++
+	}
 	if s.fullness >= 0.8 {
 		c.full++
 		if s.requestBound {
@@ -562,8 +678,8 @@ func (c *chaosCoverage) add(s scheduleCoverage) {
 }
 
 func (c chaosCoverage) String() string {
-	return fmt.Sprintf("%d schedules: %d held a lingered batch, %d wrote keyless records to grown partitions, %d filled a batch to 80%% of its bound or more (%d of max.request.size)",
-		c.schedules, c.held, c.grownKeyless, c.full, c.fullByRequest)
+	return fmt.Sprintf("%d schedules: %d held a lingered batch, %d wrote keyless records to grown partitions, %d filled a batch to 80%% of its bound or more (%d of max.request.size), %d moved a node mid-renewal",
+		c.schedules, c.held, c.grownKeyless, c.full, c.fullByRequest, c.midRenewal)
 }
 
 // gaps returns what fewer than one schedule in a hundred of the run (and
@@ -665,11 +781,19 @@ func TestChaosMixedFaults(t *testing.T) {
 	}
 	total = envInt("LONGHAUL_CHAOS_SCHEDULES", total)
 	first := uint64(envInt("LONGHAUL_CHAOS_FIRST", 1))
+	bug := chaosBug(t)
+	draw := func(seed uint64) *chaosSchedule {
+		s := drawSchedule(seed)
+		if bug != nil {
+			bug(&s.regress)
+		}
+		return s
+	}
 	if seed := os.Getenv("LONGHAUL_CHAOS_SEED"); seed != "" {
 		n, err := strconv.ParseUint(seed, 10, 64)
 		require.NoError(t, err)
 		oneThread(t)
-		s := drawSchedule(n)
+		s := draw(n)
 		t.Logf("%v", s)
 		runs := max(1, envInt("LONGHAUL_CHAOS_RUNS", 1))
 		var first []string
@@ -703,7 +827,7 @@ func TestChaosMixedFaults(t *testing.T) {
 			t.Parallel()
 			for i := sh; i < total; i += shards {
 				seed := first + uint64(i)
-				s := drawSchedule(seed)
+				s := draw(seed)
 				var v []string
 				var sc scheduleCoverage
 				synctest.Test(t, func(t *testing.T) { v, sc = runScheduleCovered(t, s) })
