@@ -110,6 +110,12 @@ type chaosSchedule struct {
 	// partitioner, if set, places keyless records instead of the sticky
 	// partitioner (negative controls of chaosCoverage).
 	partitioner Partitioner
+	// moved: nodes move to new addresses (moves). The producers then
+	// bootstrap from every node's first address, not node 0's alone: a
+	// producer that knows only an address that moved before it learned
+	// the cluster can never find it (a deployment would point its
+	// bootstrap name at the new address).
+	moved bool
 }
 
 func (s *chaosSchedule) String() string {
@@ -333,8 +339,10 @@ func drawSchedule(seed uint64) *chaosSchedule {
 		}
 	}
 	// Nodes moving to a new address, from their own stream, in one
-	// schedule in four (moves).
-	s.moves(rand.New(rand.NewPCG(seed, 0xadd2)), add)
+	// schedule in four (moves). The stream's constant is one under which
+	// the seeds of scanSeeds draw no move, so they keep the schedules
+	// they failed with.
+	s.moves(rand.New(rand.NewPCG(seed, 0xad0d)), add)
 	sort.SliceStable(s.steps, func(i, j int) bool { return s.steps[i].at < s.steps[j].at })
 	return s
 }
@@ -357,6 +365,7 @@ func (s *chaosSchedule) moves(mv *rand.Rand, add func(time.Duration, string, fun
 	if mv.IntN(4) != 0 {
 		return
 	}
+	s.moved = true
 	for range 1 + mv.IntN(2) {
 		t, nd := time.Duration(mv.Int64N(int64(chaosSpan))), mv.Int32N(chaosNodes)
 		var m broker.NodeMove
@@ -519,9 +528,13 @@ func runScheduleCovered(t *testing.T, s *chaosSchedule) ([]string, scheduleCover
 		login = append(login, SASL(plain.Auth{User: "alice", Pass: "secret"}.AsMechanism()))
 	}
 	c, n := memCluster(t, cfg)
+	boot := []string{c.Addr()}
+	if s.moved {
+		boot = c.Addrs()
+	}
 	run := &chaosRun{}
 	for i := range s.producers {
-		p, err := New(append(login, BootstrapServers(c.Addr()), Dialer(n.Dial), Linger(time.Duration(i)*time.Millisecond),
+		p, err := New(append(login, BootstrapServers(boot...), Dialer(n.Dial), Linger(time.Duration(i)*time.Millisecond),
 			RetryBackoff(5*time.Millisecond), RetryBackoffMax(50*time.Millisecond),
 			RequestTimeout(chaosReqTimeout), DeliveryTimeout(chaosDelivery),
 			MaxInFlightRequestsPerConnection(20), BatchSize(s.batchSize), BufferMemory(1<<20), MaxRequestSize(s.maxRequestSize),

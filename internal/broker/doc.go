@@ -6,10 +6,12 @@
 // It is a real TCP server speaking the Kafka protocol on loopback, so any
 // Kafka client can use it; it is not a production broker. [Start] brings
 // up a cluster of one or more nodes, each on its own listener, and returns
-// a [Cluster] whose methods control it (move leaders, restart nodes,
-// change a topic's window, expire producer ids), inject faults (drop
-// responses, close connections, answer error codes, stall a node) and
-// observe it (per-partition counters and the log itself).
+// a [Cluster] whose methods control it (move leaders, restart nodes, move
+// a node to a new address or replace its process, change a topic's window,
+// expire producer ids), inject faults (drop responses, close connections,
+// answer error codes, stall a node) and observe it (per-partition
+// counters, batches in flight beyond an announced window, and the log
+// itself).
 //
 // The server is built like franz-go's kfake: one file per API key
 // (00_produce.go, 01_fetch.go, ...), each opening with the versions it
