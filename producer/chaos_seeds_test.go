@@ -105,3 +105,24 @@ func TestChaosScanSeedsNegativeControl(t *testing.T) {
 		t.Logf("seed %d with its bug: %d of %d runs failed, e.g. %v", sc.seed, len(failed), scanSeedRuns, firstN(failed[0], 1))
 	}
 }
+
+// TestChaosFindsMovedRenewal: with movedRenewalContinues brought back,
+// the randomized test finds it within its first 1,000 schedules, as it
+// finds the bugs of TestChaosFindsEachBug (seeds 1-2,000 hold 18 failing
+// seeds, the first 51): the moves mid-renewal (chaosSchedule.moves) and
+// the broker's OverWindow check reach the path.
+func TestChaosFindsMovedRenewal(t *testing.T) {
+	const limit = 1000
+	for seed := uint64(1); seed <= limit; seed++ {
+		s := drawSchedule(seed)
+		s.regress.movedRenewalContinues = true
+		var v []string
+		synctest.Test(t, func(t *testing.T) { v = runSchedule(t, s) })
+		if len(v) > 0 {
+			t.Logf("found at seed %d: %v", seed, firstN(v, 1))
+			require.Contains(t, v[0], "window: ", "the broker saw batches beyond the window")
+			return
+		}
+	}
+	t.Fatalf("movedRenewalContinues brought back, yet %d schedules found nothing", limit)
+}

@@ -496,6 +496,7 @@ type scheduleCoverage struct {
 	holds        int64   // lingered batches held by coalescing, all producers (sender.holds)
 	grownKeyless int     // keyless records written to partitions CreatePartitions added
 	midRenewal   int32   // nodes moved while a producer's connection to them drained for its SASL renewal
+	moved        bool    // nodes moved (chaosSchedule.moved)
 	fullness     float64 // the fullest batch of 2+ records, as a fraction of its bound (batchBounds)
 	requestBound bool    // max.request.size was below batch.size: it bounded batches
 	sent         uint64  // digest of the batches sent (batchBounds.sent): the path the run took
@@ -652,7 +653,7 @@ func runScheduleCovered(t *testing.T, s *chaosSchedule) ([]string, scheduleCover
 	cov.fullness = fullness
 	bounds.mu.Lock()
 	cov.sent = bounds.sent
-	cov.midRenewal = run.midRenewal.Load()
+	cov.midRenewal, cov.moved = run.midRenewal.Load(), s.moved
 	bounds.mu.Unlock()
 	return append(v, bv...), cov
 }
@@ -660,13 +661,15 @@ func runScheduleCovered(t *testing.T, s *chaosSchedule) ([]string, scheduleCover
 // chaosCoverage counts, over a run of schedules, those that exercised
 // what the checker can see fail only when it happens: a change that turned
 // coalescing off, or never placed keyless records on partitions a grown
-// topic added, or never filled a batch, would otherwise pass every
-// schedule.
+// topic added, or never filled a batch, or a change to the schedules that
+// never moved a node mid-renewal (where movedRenewalContinues shows),
+// would otherwise pass every schedule.
 type chaosCoverage struct {
 	schedules     int
 	held          int // schedules in which a lingered batch was held (coalescing, issue 19)
 	grownKeyless  int // schedules that wrote keyless records to partitions added by CreatePartitions (issue 20)
 	midRenewal    int // schedules that moved a node mid-renewal (moves)
+	moved         int // schedules that moved a node at all
 	full          int // schedules with a batch of 2+ records within 80-100 % of batch.size or more
 	fullByRequest int // the same, in schedules whose max.request.size was the smaller bound
 }
@@ -682,6 +685,9 @@ func (c *chaosCoverage) add(s scheduleCoverage) {
 	if s.midRenewal > 0 {
 		c.midRenewal++
 	}
+	if s.moved {
+		c.moved++
+	}
 	if s.fullness >= 0.8 {
 		c.full++
 		if s.requestBound {
@@ -691,14 +697,16 @@ func (c *chaosCoverage) add(s scheduleCoverage) {
 }
 
 func (c chaosCoverage) String() string {
-	return fmt.Sprintf("%d schedules: %d held a lingered batch, %d wrote keyless records to grown partitions, %d filled a batch to 80%% of its bound or more (%d of max.request.size), %d moved a node mid-renewal",
-		c.schedules, c.held, c.grownKeyless, c.full, c.fullByRequest, c.midRenewal)
+	return fmt.Sprintf("%d schedules: %d held a lingered batch, %d wrote keyless records to grown partitions, %d filled a batch to 80%% of its bound or more (%d of max.request.size), %d moved a node (%d mid-renewal)",
+		c.schedules, c.held, c.grownKeyless, c.full, c.fullByRequest, c.moved, c.midRenewal)
 }
 
 // gaps returns what fewer than one schedule in a hundred of the run (and
 // at least one) exercised. Seeds 1-10,000 hold a lingered batch in about
-// one in four, write keyless records to grown partitions in one in ten, and
-// fill a batch bounded by max.request.size in one in twenty-five.
+// one in four, write keyless records to grown partitions in one in ten,
+// fill a batch bounded by max.request.size in one in twenty-five, and move
+// a node while a producer's connection to it drains for its SASL renewal
+// in one in thirty (seeds 1-100: 3, 1-200: 6).
 func (c chaosCoverage) gaps() []string {
 	least := max(1, c.schedules/100)
 	var g []string
@@ -714,6 +722,9 @@ func (c chaosCoverage) gaps() []string {
 	if c.fullByRequest < least {
 		g = append(g, fmt.Sprintf("coverage: %d of %d schedules filled a batch to 80%% of a max.request.size below batch.size", c.fullByRequest, c.schedules))
 	}
+	if c.midRenewal < least {
+		g = append(g, fmt.Sprintf("coverage: %d of %d schedules moved a node mid-renewal", c.midRenewal, c.schedules))
+	}
 	return g
 }
 
@@ -724,7 +735,7 @@ func (c chaosCoverage) gaps() []string {
 // grown partitions (a partitioner placing keyless records on the first
 // chaosParts partitions only, as a producer that never learned of the
 // growth would), full batches (batch.size and max.request.size 1 MiB,
-// never reached).
+// never reached), moves mid-renewal (no SASL session: nothing renews).
 func TestChaosCoverageNegativeControl(t *testing.T) {
 	firstParts := PartitionerFunc(func(_ *Record, n int32) (int32, error) { return rand.Int32N(min(n, chaosParts)), nil })
 	for _, tc := range []struct {
@@ -737,6 +748,7 @@ func TestChaosCoverageNegativeControl(t *testing.T) {
 		{"grown partitions unused", func(s *chaosSchedule) { s.partitioner = firstParts }, []string{"grew by"}},
 		{"batches never full", func(s *chaosSchedule) { s.batchSize, s.maxRequestSize = 1<<20, 1<<20 },
 			[]string{"of its bound", "below batch.size"}},
+		{"no SASL sessions", func(s *chaosSchedule) { s.session = 0 }, []string{"mid-renewal"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
