@@ -182,7 +182,7 @@ func (c *Cluster) Close() error {
 	close(c.die)
 	var errs []error
 	var conns []*conn
-	for _, n := range append(c.nodes, c.retired...) {
+	for _, n := range append(append([]*node(nil), c.nodes...), c.retired...) {
 		if n.retire != nil {
 			n.retire.Stop()
 		}
