@@ -290,12 +290,9 @@ func (c *Cluster) trackInflight(r *request, p *partition, pid int64, epoch int16
 	if r.version >= 14 && !r.n.old {
 		w = int32(c.windowOf(p.t)) // what the partition response will announce
 	}
-	var b procBatch
-	if !r.cc.late {
-		b = procBatch{p: p, pid: pid, epoch: epoch, seq: seq}
-		if !c.checkWindow(r.n, b) {
-			b = procBatch{}
-		}
+	b := procBatch{p: p, pid: pid, epoch: epoch, seq: seq}
+	if !c.checkWindow(r.n, b) {
+		b = procBatch{}
 	}
 	r.p.inflight = append(r.p.inflight, inflightRef{p: p, pid: pid, n: r.n, w: w, b: b})
 }

@@ -37,11 +37,6 @@ type conn struct {
 	// next request into a fresh buffer. Touched only by the reader
 	// goroutine.
 	keepFrame bool
-	// late is set while the reader handles a request it read before a
-	// stall of its process ended: the client may have given up on it and
-	// closed the connection unseen, so OverWindow does not count it.
-	// Touched only by the reader goroutine.
-	late bool
 }
 
 // pending is a handled request waiting for its response to be written.
@@ -64,7 +59,7 @@ type inflightRef struct {
 	// not in old mode), 0 for none: the process has shown it once the
 	// response is written (announced).
 	w int32
-	b procBatch // the batch, for its process's count (process.addInflight); p nil: not counted (conn.late)
+	b procBatch // the batch, for its process's count (process.addInflight); p nil: not counted (checkWindow)
 }
 
 func newConn(n *node, nc net.Conn) *conn {
@@ -159,22 +154,15 @@ func (cc *conn) sleepUntil(t time.Time) bool {
 
 // waitStall waits out a Stall of the node, if any.
 func (cc *conn) waitStall() bool {
-	ok, _ := cc.waitStallWaited()
-	return ok
-}
-
-// waitStallWaited is waitStall, also reporting whether it waited.
-func (cc *conn) waitStallWaited() (ok, waited bool) {
 	for {
 		cc.n.c.mu.Lock()
 		until := cc.n.stallUntil
 		cc.n.c.mu.Unlock()
 		if !time.Now().Before(until) {
-			return true, waited
+			return true
 		}
-		waited = true
 		if !cc.sleepUntil(until) {
-			return false, waited
+			return false
 		}
 	}
 }
@@ -250,8 +238,7 @@ func (cc *conn) readLoop() {
 			return
 		}
 		readAt := time.Now()
-		var ok bool
-		if ok, cc.late = cc.waitStallWaited(); !ok {
+		if !cc.waitStall() {
 			return
 		}
 		p, err := cc.handle(frame, readAt)
