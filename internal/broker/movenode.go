@@ -31,9 +31,9 @@ type NodeMove struct {
 	// keeps the connections it has and keeps accepting at the old
 	// address, but answers nothing until Grace ends (a broker in
 	// controlled shutdown, holding what it read), then answers what it
-	// read at its round trip and closes its connections and listener
-	// one millisecond after that. 0 closes them at once: responses not
-	// yet written are lost (appends that happened stay).
+	// read, and closes its connections and listener one round trip and
+	// a millisecond after the end of the grace. 0 closes them at once:
+	// responses not yet written are lost (appends that happened stay).
 	Grace time.Duration
 }
 

@@ -97,16 +97,20 @@ func TestMoveNodeSameProcess(t *testing.T) {
 // last batch only, so the retry of an earlier batch is
 // OUT_OF_ORDER_SEQUENCE_NUMBER, the last one's a duplicate, and the next
 // sequence appends. Without Snapshot every retained batch is still
-// recognised (the negative control).
+// recognised (the negative control), and so it is on a partition another
+// node leads either way.
 func TestMoveNodeReplaceSnapshot(t *testing.T) {
 	for _, snapshot := range []bool{true, false} {
 		t.Run("snapshot="+strconv.FormatBool(snapshot), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				c, n := memCluster(t, Config{Topics: []TopicConfig{{Name: "t", Partitions: 1}}})
+				c, n := memCluster(t, Config{Nodes: 2, Topics: []TopicConfig{{Name: "t", Partitions: 2}}})
 				w, err := dialMem(t, n, c.Addr())
+				require.NoError(t, err)
+				w1, err := dialMem(t, n, c.Addrs()[1])
 				require.NoError(t, err)
 				for seq := range int32(3) {
 					require.Zero(t, produceOne(t, c, w, 14, "t", 0, batch(t, 1, 0, seq, 1)).ErrorCode)
+					require.Zero(t, produceOne(t, c, w1, 14, "t", 1, batch(t, 1, 0, seq, 1)).ErrorCode)
 				}
 				addr, err := c.MoveNode(0, NodeMove{Replace: true, Snapshot: snapshot})
 				require.NoError(t, err)
@@ -122,6 +126,8 @@ func TestMoveNodeReplaceSnapshot(t *testing.T) {
 				sp = produceOne(t, c, w, 14, "t", 0, batch(t, 1, 0, 3, 1))
 				require.Equal(t, [2]int64{0, 3}, [2]int64{int64(sp.ErrorCode), sp.BaseOffset}, "next sequence")
 				require.Len(t, c.Records("t", 0), 4, "the log is kept")
+				sp = produceOne(t, c, w1, 14, "t", 1, batch(t, 1, 0, 0, 1))
+				require.Equal(t, [2]int64{0, 0}, [2]int64{int64(sp.ErrorCode), sp.BaseOffset}, "node 1's partition keeps its state")
 			})
 		})
 	}
@@ -300,5 +306,45 @@ func TestCloseDuringGrace(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, c.Close())
 		require.True(t, closedConn(w))
+		_, err = c.MoveNode(0, NodeMove{})
+		require.ErrorIs(t, err, ErrClosed)
+	})
+}
+
+// Armed faults carry over to the same process at a new address, not to a
+// replacement; the KIP-951 leader hints of a NOT_LEADER_OR_FOLLOWER name
+// the new address.
+func TestMoveNodeFaultsAndLeaderHints(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, Config{Nodes: 2, Topics: []TopicConfig{{Name: "t", Partitions: 1}}})
+		seq := int32(0)
+		for _, replace := range []bool{false, true} {
+			c.DropProduceResponses(0, 1)
+			addr, err := c.MoveNode(0, NodeMove{Replace: replace})
+			require.NoError(t, err)
+			w, err := dialMem(t, n, addr)
+			require.NoError(t, err)
+			w.send(produceReq(c, 14, "t", 0, batch(t, 1, 0, seq, 1)))
+			seq++
+			w.send(metadataReq())
+			if replace {
+				require.Zero(t, partResp(t, w.recv()).ErrorCode, "a replacement has no armed fault")
+			} else {
+				w.sent = w.sent[1:] // dropped: the metadata answer comes next
+			}
+			_, ok := w.recv().(*kmsg.MetadataResponse)
+			require.True(t, ok)
+		}
+
+		require.NoError(t, c.MoveLeader("t", 0, 1))
+		addr, err := c.MoveNode(1, NodeMove{Replace: true})
+		require.NoError(t, err)
+		w, err := dialMem(t, n, c.Addrs()[0])
+		require.NoError(t, err)
+		resp := w.do(produceReq(c, 14, "t", 0, batch(t, 1, 0, seq, 1))).(*kmsg.ProduceResponse)
+		require.Equal(t, kerr.NotLeaderForPartition.Code, resp.Topics[0].Partitions[0].ErrorCode)
+		require.Len(t, resp.Brokers, 1)
+		got := net.JoinHostPort(resp.Brokers[0].Host, strconv.Itoa(int(resp.Brokers[0].Port)))
+		require.Equal(t, [2]any{int32(1), addr}, [2]any{resp.Brokers[0].NodeID, got})
 	})
 }
