@@ -203,8 +203,9 @@ func TestMoveNodeGrace(t *testing.T) {
 
 // OverWindow counts batches beyond the window a process announced: 6 in
 // flight before any answer (5 allowed), none of 20 once 20 was announced
-// in a written response; a replacement process has announced nothing, the
-// same process at a new address keeps what it announced.
+// in a written response, also after the window shrank to 5; a replacement
+// process has announced nothing, the same process at a new address keeps
+// what it announced.
 func TestOverWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, n := memCluster(t, Config{RTT: 50 * time.Millisecond, Topics: []TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
@@ -240,6 +241,10 @@ func TestOverWindow(t *testing.T) {
 		burst(w, 20) // 20 announced by the answers of the first 5
 		over, _ = c.OverWindow()
 		require.Zero(t, over, "20 once 20 was announced")
+		require.NoError(t, c.SetWindow("t", 5))
+		burst(w, 20)
+		over, _ = c.OverWindow()
+		require.Zero(t, over, "lenient: 20 was announced before the window shrank")
 
 		addr, err := c.MoveNode(0, NodeMove{})
 		require.NoError(t, err)
