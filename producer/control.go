@@ -67,15 +67,26 @@ func (s *sender) runControl(op func(ctx context.Context, c *protocol.Conn) (then
 
 // controlAddrs lists brokers to try for control requests: known brokers
 // first (bootstrap names may be load balancers), then bootstrap.servers,
-// rotated so failures spread over them.
+// each address once, rotated so failures spread over them. Once: dialFirst
+// shares its budget out per entry, and bootstrap.servers usually names the
+// known brokers again, so a repeat would halve every address's share (a
+// slow broker behind dead addresses, say after nodes moved, could then
+// never finish its handshake; chaos seed 59654).
 func (s *sender) controlAddrs() []string {
 	var addrs []string
-	for _, n := range s.byID {
-		if n.addr != "" {
-			addrs = append(addrs, n.addr)
+	seen := make(map[string]bool, len(s.byID)+len(s.cfg.bootstrap))
+	add := func(a string) {
+		if a != "" && (!seen[a] || s.cfg.regress.controlAddrsRepeat) {
+			seen[a] = true
+			addrs = append(addrs, a)
 		}
 	}
-	addrs = append(addrs, s.cfg.bootstrap...)
+	for _, n := range s.byID {
+		add(n.addr)
+	}
+	for _, a := range s.cfg.bootstrap {
+		add(a)
+	}
 	s.bootIdx++
 	k := s.bootIdx % len(addrs)
 	return append(addrs[k:], addrs[:k]...)

@@ -59,4 +59,8 @@ type regressions struct {
 	// A Produce v3 (Kafka 0.11) leader gets the 5 batches in flight of
 	// newer brokers, though it retains only the last one per producer.
 	v3Uncapped bool
+	// Control requests try known brokers and bootstrap.servers with
+	// repeats, each repeat taking a share of the dial budget (chaos seed
+	// 59654).
+	controlAddrsRepeat bool
 }
