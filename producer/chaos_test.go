@@ -354,8 +354,8 @@ func drawSchedule(seed uint64) *chaosSchedule {
 // same version, a current or a pre-KIP-1269 one, which in one of two
 // loaded its producer state from a snapshot (each producer's last batch
 // only), while the old process may serve its connections up to 600 ms
-// longer. On SASL sessions, one move in two waits (up to 2 s, a producer
-// trickling records to a partition the node leads meanwhile) for the
+// longer. On SASL sessions, one move in two waits (up to a session, a
+// producer trickling records to a partition the node leads meanwhile) for the
 // producer's connection to the node to drain for its renewal, and the
 // producer's periodic metadata refresh falls due at once, so it learns of
 // the move mid-drain, while the old process holds the drained batches and
@@ -383,7 +383,7 @@ func (s *chaosSchedule) moves(mv *rand.Rand, add func(time.Duration, string, fun
 		if mv.IntN(2) == 0 {
 			m.Grace = 20*time.Millisecond + time.Duration(mv.Int64N(int64(580*time.Millisecond)))
 		}
-		renewal, pi := s.session > 0 && mv.IntN(2) == 0, mv.IntN(s.producers)
+		renewal, pi, session := s.session > 0 && mv.IntN(2) == 0, mv.IntN(s.producers), s.session
 		if renewal && m.Grace == 0 {
 			m.Grace = 20*time.Millisecond + time.Duration(mv.Int64N(int64(280*time.Millisecond)))
 		}
@@ -391,7 +391,7 @@ func (s *chaosSchedule) moves(mv *rand.Rand, add func(time.Duration, string, fun
 			what += fmt.Sprintf("; the old one answers after %v, then closes", m.Grace)
 		}
 		if renewal {
-			what = fmt.Sprintf("when producer %d's connection to node %d drains for its SASL renewal (2 s at most): %s; producer %d's metadata refresh falls due", pi, nd, what, pi)
+			what = fmt.Sprintf("when producer %d's connection to node %d drains for its SASL renewal (a session at most): %s; producer %d's metadata refresh falls due", pi, nd, what, pi)
 		}
 		s.lostTime += m.Grace + chaosReqTimeout
 		add(t, what, func(c *broker.Cluster, r *chaosRun) {
@@ -417,7 +417,14 @@ func (s *chaosSchedule) moves(mv *rand.Rand, add func(time.Duration, string, fun
 				}
 				time.Sleep(2 * time.Millisecond)
 			}
-			for end := time.Now().Add(2 * time.Second); time.Now().Before(end); trickle() {
+			// A connection renews within a session of being made:
+			// wait that long, if the node leads a partition to trickle
+			// to (else its connection may carry nothing to drain).
+			wait := session + 50*time.Millisecond
+			if part == keyless {
+				wait = 0
+			}
+			for end := time.Now().Add(wait); time.Now().Before(end); trickle() {
 				if drainingTo(p, nd) {
 					r.midRenewal.Add(1)
 					break
