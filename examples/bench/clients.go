@@ -111,7 +111,7 @@ type clientConfig struct {
 	// trace: record the pipeline (pipeTrace, kgoPipe) for --shape.
 	trace bool
 	// heap (--heap): recycle records through a freeList, whose spares a
-	// heap reading can drop, instead of a recRing's fixed slab.
+	// heap reading can drop, instead of a recStack's fixed slab.
 	heap bool
 	// onlyParts, if set, are the partitions of topics[0] this longhaul
 	// client writes (split clients), a batch's worth of records to each
@@ -147,9 +147,9 @@ func setKey(key []byte, n uint64) []byte {
 }
 
 // produceLoop is what a client runs until stop: produce records as fast as
-// the client accepts them. Records are recycled through a free list once
-// their callback ran, so the loop itself does not allocate per record in
-// steady state.
+// the client accepts them. Records are recycled (recStack, or freeList
+// with --heap) once their callback ran, so the loop itself does not
+// allocate per record in steady state.
 type produceLoop interface {
 	run(ctx context.Context, st *caseState)
 	flush(ctx context.Context)
@@ -254,91 +254,92 @@ func (f *freeList[T]) drop() {
 	f.mu.Unlock()
 }
 
-// recRing recycles records from one slab in order, for the closed and
-// open loops outside --heap. The record's send stamp is kept in sent, an
-// array beside the slab, and the callback finds a record's slot from its
-// address, so the callback never reads the record: on Kafka (records wait
-// 100-200 ms in a full 32 MiB buffer) reading r.Timestamp there was a
-// cache miss, 12 % of the client process's CPU at 100-byte records, and the
-// free list's lock per record another 5 %, both charged to every Go client
-// alike. The slab and sent are walked in order by the loop and, nearly in
-// order, by the callbacks, which the CPU's prefetcher follows.
+// recStack recycles records from one slab, the most recently given back
+// first, for the closed and open loops outside --heap. Which record a
+// client gets back matters to its CPU per byte: a record the client's
+// acknowledgement path touched a moment ago is in cache, one last touched
+// tens of thousands of records ago is not, and kgo writes many of its
+// Record's fields on its own goroutines (handing records out in slab order,
+// session 7's recRing, cost kgo 30-70 % more client CPU per byte at 1 KiB
+// than the free list before it, which reused the latest one first).
 //
-// Slots are handed out and given back by blocks of ringBlock: the loop
-// takes a block only when every record it handed out of it last time is
-// back (else it skips the block), and a client's callbacks, which both
-// clients run one at a time (longhaul's Producer.Produce, kgo's
-// Client.Produce), count their records back per run of one block in a
-// cbTally and publish the count with one atomic add per run (a batch's
-// records are consecutive slots), not one locked instruction per record
-// (an atomic store per record drained the store buffer after kgo's
-// writes to the record: 5 % of the process).
-type recRing[T any] struct {
+// The record's send stamp is kept in sent, an array beside the slab, and
+// the callback finds a record's slot from its address, so the callback
+// never reads the record: on Kafka (records wait 100-200 ms in a full
+// 32 MiB buffer) reading r.Timestamp there was a cache miss, 12 % of the
+// client process's CPU at 100-byte records.
+//
+// Slots move between the two sides in runs of stackRun, under mu: a
+// client's callbacks, which both clients run one at a time (longhaul's
+// Producer.Produce, kgo's Client.Produce), collect their slots in a run of
+// their own (cbTally) and push it onto free when it is full; the loop pops
+// the top stackRun slots of free (the latest run given back) and hands
+// them out latest first. So one lock per run of records on each side, not
+// a lock per record as the free list took (5 % of the process), and no
+// locked instruction per record in the callback (an atomic store per
+// record drained the store buffer after kgo's writes to the record: 5 %).
+type recStack[T any] struct {
 	recs []T
 	sent []int64 // per slot: the send stamp (benchClock), written by the loop
-	back []int32 // per block: records given back since the loop last took it (atomic)
-	out  []int32 // per block: records the loop handed out of it (loop only)
-	next int     // the loop's next slot
+
+	mu   sync.Mutex
+	free []int32 // slots given back, the latest last; cap len(recs), so pushes never allocate
+
+	spare []int32 // the loop's: popped from free, handed out from the end
 }
 
-// ringBlock is the slots a recRing hands out and takes back together.
-const ringBlock = 64
+// stackRun is the slots the callbacks give back and the loop takes at once.
+const stackRun = 64
 
-// newRecRing makes a slab of at least n records (whole blocks), each
-// passed to init.
-func newRecRing[T any](n int, init func(*T)) *recRing[T] {
-	blocks := max(1, (n+ringBlock-1)/ringBlock)
-	n = blocks * ringBlock
-	g := &recRing[T]{recs: make([]T, n), sent: make([]int64, n), back: make([]int32, blocks), out: make([]int32, blocks)}
-	if init != nil {
-		for i := range g.recs {
+// newRecStack makes a slab of n records, each passed to init, all free.
+func newRecStack[T any](n int, init func(*T)) *recStack[T] {
+	n = max(n, 1)
+	g := &recStack[T]{recs: make([]T, n), sent: make([]int64, n), free: make([]int32, n), spare: make([]int32, 0, stackRun)}
+	for i := range g.free {
+		g.free[i] = int32(i)
+		if init != nil {
 			init(&g.recs[i])
 		}
 	}
 	return g
 }
 
-// take returns the next free slot and its record, or -1 and nil when a
-// whole lap found no block whose records are all back (the client holds
-// more records than the slab has; the loop then allocates). Loop
-// goroutine only.
-func (g *recRing[T]) take() (int, *T) {
-	if g.next%ringBlock == 0 && !g.takeBlock() {
-		return -1, nil
+// take returns a free slot and its record, the latest given back first,
+// or -1 and nil when none is free (the client holds every record of the
+// slab and the runs its callbacks have not given back; the loop then
+// allocates). Loop goroutine only.
+func (g *recStack[T]) take() (int, *T) {
+	if len(g.spare) == 0 {
+		g.mu.Lock()
+		k := max(len(g.free)-stackRun, 0)
+		g.spare = append(g.spare, g.free[k:]...)
+		g.free = g.free[:k]
+		g.mu.Unlock()
+		if len(g.spare) == 0 {
+			return -1, nil
+		}
 	}
-	s := g.next
-	g.next++
-	if g.next == len(g.recs) {
-		g.next = 0
-	}
-	g.out[s/ringBlock]++
-	return s, &g.recs[s]
+	n := len(g.spare) - 1
+	s := g.spare[n]
+	g.spare = g.spare[:n]
+	return int(s), &g.recs[s]
 }
 
-// takeBlock moves g.next to the start of the next block, from g.next's,
-// whose records are all back, and resets its counts; false after a lap.
-func (g *recRing[T]) takeBlock() bool {
-	for range len(g.back) {
-		b := g.next / ringBlock
-		if atomic.LoadInt32(&g.back[b]) == g.out[b] {
-			// Every callback of the block ran and published its count
-			// (observed just now), so nothing else touches back[b] until
-			// the loop hands its slots out again.
-			g.back[b], g.out[b] = 0, 0
-			return true
-		}
-		g.next = (b + 1) * ringBlock % len(g.recs)
-	}
-	return false
+// give makes the slots of run free, run[len(run)-1] the first to be taken
+// again. Callback side, one run at a time.
+func (g *recStack[T]) give(run []int32) {
+	g.mu.Lock()
+	g.free = append(g.free, run...)
+	g.mu.Unlock()
 }
 
 // stamp records that slot s's record was sent at t. The write is plain: the callback
 // reads it after the client's own synchronization between Produce and
 // the callback.
-func (g *recRing[T]) stamp(s int, t int64) { g.sent[s] = t }
+func (g *recStack[T]) stamp(s int, t int64) { g.sent[s] = t }
 
 // slot returns r's slot, or -1 when r is not from the slab (or g is nil).
-func (g *recRing[T]) slot(r *T) int {
+func (g *recStack[T]) slot(r *T) int {
 	if g == nil {
 		return -1
 	}
@@ -354,18 +355,18 @@ func (g *recRing[T]) slot(r *T) int {
 // time, so it counts without atomics and publishes in runs. Latencies go
 // to st.hist one run of equal buckets at a time (a batch's records mostly
 // share one 6 % bucket), at most tallyRun records or tallyAge of time per
-// run; slots go back to the ring one run of a block at a time. A run not
-// yet published when the window's edge is sampled is counted in the next
+// run; slots go back to the stack stackRun at a time. A run not yet
+// published when the window's edge is sampled is counted in the next
 // window: at most tallyRun records or one batch, against the millions
 // (RTT 0) or tens of thousands (RTT 150 ms, 1 partition) a window counts.
 type cbTally[T any] struct {
 	st    *caseState
-	ring  *recRing[T]
-	bkt   int   // the pending latency run's bucket
-	n     int64 // its records
-	since int64 // its first record's clock reading
-	blk   int   // the pending slot run's block
-	nb    int32 // its records
+	stack *recStack[T]
+	bkt   int             // the pending latency run's bucket
+	n     int64           // its records
+	since int64           // its first record's clock reading
+	run   [stackRun]int32 // slots called back and not yet given back
+	nr    int             // how many of run
 }
 
 const (
@@ -373,17 +374,17 @@ const (
 	tallyAge = int64(time.Millisecond)
 )
 
-// done records the outcome of r, sent at r.Timestamp if not from the ring.
+// done records the outcome of r, sent at r.Timestamp if not from the stack.
 func (t *cbTally[T]) done(r *T, ts func(*T) time.Time, err error) {
 	var sent int64
-	s := t.ring.slot(r)
+	s := t.stack.slot(r)
 	if s >= 0 {
-		sent = t.ring.sent[s]
-		if b := s / ringBlock; b != t.blk || t.nb == 0 {
-			t.flushSlots()
-			t.blk = b
+		sent = t.stack.sent[s]
+		t.run[t.nr] = int32(s)
+		if t.nr++; t.nr == stackRun {
+			t.stack.give(t.run[:])
+			t.nr = 0
 		}
-		t.nb++
 	} else {
 		sent = nsOf(ts(r))
 	}
@@ -407,20 +408,11 @@ func (t *cbTally[T]) flushHist() {
 	}
 }
 
-func (t *cbTally[T]) flushSlots() {
-	if t.nb > 0 {
-		atomic.AddInt32(&t.ring.back[t.blk], t.nb)
-		t.nb = 0
-	}
-}
-
-// ringSize is the slab's records: a quarter more than the most records a
-// client may hold (buffer.memory at the record size, kgo's
-// MaxBufferedRecords), so that the block the loop comes back to is free
-// unless one of its records is far behind the rest.
-func ringSize(cfg clientConfig) int {
-	return freeListCap(cfg) + freeListCap(cfg)/4
-}
+// stackSize is the slab's records: the most records a client may hold
+// (buffer.memory at the record size, kgo's MaxBufferedRecords) and 4096
+// more, far more than the two runs (the loop's and the callbacks') that
+// are out of the client but not free.
+func stackSize(cfg clientConfig) int { return freeListCap(cfg) }
 
 // longhaulLoop drives a longhaul producer.
 type longhaulLoop struct {
@@ -428,10 +420,10 @@ type longhaulLoop struct {
 	trace *pipeTrace // nil without --shape
 	cfg   clientConfig
 	value []byte
-	// ring recycles records; nil with --heap, where free does (a heap
+	// stack recycles records; nil with --heap, where free does (a heap
 	// reading drops its spares).
-	ring *recRing[producer.Record]
-	free *freeList[*producer.Record]
+	stack *recStack[producer.Record]
+	free  *freeList[*producer.Record]
 	// perBatch is how many records go to one partition before the next
 	// (cfg.onlyParts).
 	perBatch uint64
@@ -469,7 +461,7 @@ func newLonghaul(cfg clientConfig, k clientKind) (*longhaulLoop, error) {
 	if cfg.heap {
 		l.free = newFreeList[*producer.Record](freeListCap(cfg))
 	} else {
-		l.ring = newRecRing(ringSize(cfg), func(r *producer.Record) { r.Topic, r.Value = cfg.topics[0], l.value })
+		l.stack = newRecStack(stackSize(cfg), func(r *producer.Record) { r.Topic, r.Value = cfg.topics[0], l.value })
 	}
 	return l, nil
 }
@@ -571,8 +563,8 @@ func freeListCap(cfg clientConfig) int {
 }
 
 func (l *longhaulLoop) run(ctx context.Context, st *caseState) {
-	ring, free := l.ring, l.free
-	tally := &cbTally[producer.Record]{st: st, ring: ring}
+	stack, free := l.stack, l.free
+	tally := &cbTally[producer.Record]{st: st, stack: stack}
 	cb := func(r *producer.Record, err error) {
 		tally.done(r, lhTimestamp, err)
 		if free != nil {
@@ -589,8 +581,8 @@ func (l *longhaulLoop) run(ctx context.Context, st *caseState) {
 	for !st.stopping.Load() { // cheaper than ctx.Err per record; runCase sets it before cancelling ctx
 		var r *producer.Record
 		slot := -1
-		if ring != nil {
-			slot, r = ring.take()
+		if stack != nil {
+			slot, r = stack.take()
 		} else {
 			if len(spare) == 0 {
 				spare = free.take(spare)
@@ -618,7 +610,7 @@ func (l *longhaulLoop) run(ctx context.Context, st *caseState) {
 		// Produce resets a reused record's partition and offset itself.
 		t := stamp(pace)
 		if slot >= 0 {
-			ring.stamp(slot, t)
+			stack.stamp(slot, t)
 		}
 		r.Timestamp = timeOf(t)
 		l.p.Produce(ctx, r, cb)
@@ -650,7 +642,7 @@ type kgoLoop struct {
 	keyed  bool
 	topics []string
 	value  []byte
-	ring   *recRing[kgo.Record] // nil with --heap, where free recycles
+	stack  *recStack[kgo.Record] // nil with --heap, where free recycles
 	free   *freeList[*kgo.Record]
 }
 
@@ -689,14 +681,14 @@ func newKgo(cfg clientConfig) (*kgoLoop, error) {
 	if cfg.heap {
 		k.free = newFreeList[*kgo.Record](freeListCap(cfg))
 	} else {
-		k.ring = newRecRing[kgo.Record](ringSize(cfg), nil)
+		k.stack = newRecStack[kgo.Record](stackSize(cfg), nil)
 	}
 	return k, nil
 }
 
 func (k *kgoLoop) run(ctx context.Context, st *caseState) {
-	ring, free := k.ring, k.free
-	tally := &cbTally[kgo.Record]{st: st, ring: ring}
+	stack, free := k.stack, k.free
+	tally := &cbTally[kgo.Record]{st: st, stack: stack}
 	promise := func(r *kgo.Record, err error) {
 		tally.done(r, kgoTimestamp, err)
 		if free != nil {
@@ -713,8 +705,8 @@ func (k *kgoLoop) run(ctx context.Context, st *caseState) {
 	for !st.stopping.Load() { // cheaper than ctx.Err per record; runCase sets it before cancelling ctx
 		var r *kgo.Record
 		slot := -1
-		if ring != nil {
-			slot, r = ring.take()
+		if stack != nil {
+			slot, r = stack.take()
 		} else {
 			if len(spare) == 0 {
 				spare = free.take(spare)
@@ -733,7 +725,7 @@ func (k *kgoLoop) run(ctx context.Context, st *caseState) {
 		}
 		t := stamp(pace)
 		if slot >= 0 {
-			ring.stamp(slot, t)
+			stack.stamp(slot, t)
 		}
 		*r = kgo.Record{Value: value, Timestamp: timeOf(t)}
 		if len(k.topics) > 1 {
