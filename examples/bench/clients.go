@@ -111,7 +111,7 @@ type clientConfig struct {
 	// trace: record the pipeline (pipeTrace, kgoPipe) for --shape.
 	trace bool
 	// heap (--heap): recycle records through a freeList, whose spares a
-	// heap reading can drop, instead of a recStack's fixed slab.
+	// heap reading can drop, instead of a recQueue's fixed slab.
 	heap bool
 	// onlyParts, if set, are the partitions of topics[0] this longhaul
 	// client writes (split clients), a batch's worth of records to each
@@ -147,7 +147,7 @@ func setKey(key []byte, n uint64) []byte {
 }
 
 // produceLoop is what a client runs until stop: produce records as fast as
-// the client accepts them. Records are recycled (recStack, or freeList
+// the client accepts them. Records are recycled (recQueue, or freeList
 // with --heap) once their callback ran, so the loop itself does not
 // allocate per record in steady state.
 type produceLoop interface {
@@ -254,14 +254,26 @@ func (f *freeList[T]) drop() {
 	f.mu.Unlock()
 }
 
-// recStack recycles records from one slab, the most recently given back
-// first, for the closed and open loops outside --heap. Which record a
-// client gets back matters to its CPU per byte: a record the client's
-// acknowledgement path touched a moment ago is in cache, one last touched
-// tens of thousands of records ago is not, and kgo writes many of its
-// Record's fields on its own goroutines (handing records out in slab order,
-// session 7's recRing, cost kgo 30-70 % more client CPU per byte at 1 KiB
-// than the free list before it, which reused the latest one first).
+// recQueue recycles records from one slab, for the closed and open loops
+// outside --heap. A slot is free again once its callback ran and the
+// callbacks gave back the run of queueRun slots it is in, and the loop
+// takes free slots oldest first: in about the order it handed them out
+// (both clients call back in send order within a partition, and a batch's
+// records are consecutive slots), so the loop and the callbacks walk the
+// slab and the stamps beside it nearly in order, which the CPU's
+// prefetcher follows, and the loop writes records the client's
+// acknowledgement path finished with thousands of records ago, not lines
+// that core may still be writing.
+//
+// Handing the latest record given back out first (recycling as a stack,
+// as the free list before did) saved neither client anything against this
+// order and cost the loop stalls on lines another core had just written
+// (examples/bench/CPU.md). Session 7's recRing,
+// which freed slots a block of 64 at a time only once all of the block's
+// records were back, had the loop scan the whole ring for a free block
+// whenever one record of each block was still out: 55 % of kgo's client
+// process at 1 KiB records (kgo holds records of several partitions in
+// one block longer than longhaul does).
 //
 // The record's send stamp is kept in sent, an array beside the slab, and
 // the callback finds a record's slot from its address, so the callback
@@ -269,32 +281,35 @@ func (f *freeList[T]) drop() {
 // 32 MiB buffer) reading r.Timestamp there was a cache miss, 12 % of the
 // client process's CPU at 100-byte records.
 //
-// Slots move between the two sides in runs of stackRun, under mu: a
+// Slots move between the two sides in runs of queueRun, under mu: a
 // client's callbacks, which both clients run one at a time (longhaul's
 // Producer.Produce, kgo's Client.Produce), collect their slots in a run of
-// their own (cbTally) and push it onto free when it is full; the loop pops
-// the top stackRun slots of free (the latest run given back) and hands
-// them out latest first. So one lock per run of records on each side, not
-// a lock per record as the free list took (5 % of the process), and no
-// locked instruction per record in the callback (an atomic store per
-// record drained the store buffer after kgo's writes to the record: 5 %).
-type recStack[T any] struct {
+// their own (cbTally) and append it to free when it is full; the loop
+// takes the oldest queueRun slots of free. So one lock per run of records
+// on each side, not a lock per record as the free list took (5 % of the
+// process), and no locked instruction per record in the callback (an
+// atomic store per record drained the store buffer after kgo's writes to
+// the record: 5 %).
+type recQueue[T any] struct {
 	recs []T
 	sent []int64 // per slot: the send stamp (benchClock), written by the loop
 
 	mu   sync.Mutex
-	free []int32 // slots given back, the latest last; cap len(recs), so pushes never allocate
+	free []int32 // slots given back, a circular queue of len(recs): no slot is in it twice
+	head int     // free[head] is the oldest
+	n    int     // how many are queued
 
-	spare []int32 // the loop's: popped from free, handed out from the end
+	spare []int32 // the loop's: taken from free, handed out from next on
+	next  int
 }
 
-// stackRun is the slots the callbacks give back and the loop takes at once.
-const stackRun = 64
+// queueRun is the slots the callbacks give back and the loop takes at once.
+const queueRun = 64
 
-// newRecStack makes a slab of n records, each passed to init, all free.
-func newRecStack[T any](n int, init func(*T)) *recStack[T] {
+// newRecQueue makes a slab of n records, each passed to init, all free.
+func newRecQueue[T any](n int, init func(*T)) *recQueue[T] {
 	n = max(n, 1)
-	g := &recStack[T]{recs: make([]T, n), sent: make([]int64, n), free: make([]int32, n), spare: make([]int32, 0, stackRun)}
+	g := &recQueue[T]{recs: make([]T, n), sent: make([]int64, n), free: make([]int32, n), n: n, spare: make([]int32, 0, queueRun)}
 	for i := range g.free {
 		g.free[i] = int32(i)
 		if init != nil {
@@ -304,42 +319,48 @@ func newRecStack[T any](n int, init func(*T)) *recStack[T] {
 	return g
 }
 
-// take returns a free slot and its record, the latest given back first,
+// take returns a free slot and its record, the oldest given back first,
 // or -1 and nil when none is free (the client holds every record of the
-// slab and the runs its callbacks have not given back; the loop then
+// slab but the runs its callbacks have not given back; the loop then
 // allocates). Loop goroutine only.
-func (g *recStack[T]) take() (int, *T) {
-	if len(g.spare) == 0 {
+func (g *recQueue[T]) take() (int, *T) {
+	if g.next == len(g.spare) {
 		g.mu.Lock()
-		k := max(len(g.free)-stackRun, 0)
-		g.spare = append(g.spare, g.free[k:]...)
-		g.free = g.free[:k]
+		k := min(g.n, queueRun)
+		end := min(g.head+k, len(g.free))
+		g.spare = append(g.spare[:0], g.free[g.head:end]...)
+		g.spare = append(g.spare, g.free[:k-(end-g.head)]...) // wrapped
+		g.head = (g.head + k) % len(g.free)
+		g.n -= k
 		g.mu.Unlock()
-		if len(g.spare) == 0 {
+		g.next = 0
+		if k == 0 {
 			return -1, nil
 		}
 	}
-	n := len(g.spare) - 1
-	s := g.spare[n]
-	g.spare = g.spare[:n]
+	s := g.spare[g.next]
+	g.next++
 	return int(s), &g.recs[s]
 }
 
-// give makes the slots of run free, run[len(run)-1] the first to be taken
-// again. Callback side, one run at a time.
-func (g *recStack[T]) give(run []int32) {
+// give makes the slots of run free, after every slot given before. Callback
+// side, one run at a time.
+func (g *recQueue[T]) give(run []int32) {
 	g.mu.Lock()
-	g.free = append(g.free, run...)
+	for _, s := range run {
+		g.free[(g.head+g.n)%len(g.free)] = s
+		g.n++
+	}
 	g.mu.Unlock()
 }
 
 // stamp records that slot s's record was sent at t. The write is plain: the callback
 // reads it after the client's own synchronization between Produce and
 // the callback.
-func (g *recStack[T]) stamp(s int, t int64) { g.sent[s] = t }
+func (g *recQueue[T]) stamp(s int, t int64) { g.sent[s] = t }
 
 // slot returns r's slot, or -1 when r is not from the slab (or g is nil).
-func (g *recStack[T]) slot(r *T) int {
+func (g *recQueue[T]) slot(r *T) int {
 	if g == nil {
 		return -1
 	}
@@ -355,17 +376,17 @@ func (g *recStack[T]) slot(r *T) int {
 // time, so it counts without atomics and publishes in runs. Latencies go
 // to st.hist one run of equal buckets at a time (a batch's records mostly
 // share one 6 % bucket), at most tallyRun records or tallyAge of time per
-// run; slots go back to the stack stackRun at a time. A run not yet
+// run; slots go back to the queue queueRun at a time. A run not yet
 // published when the window's edge is sampled is counted in the next
 // window: at most tallyRun records or one batch, against the millions
 // (RTT 0) or tens of thousands (RTT 150 ms, 1 partition) a window counts.
 type cbTally[T any] struct {
 	st    *caseState
-	stack *recStack[T]
+	queue *recQueue[T]
 	bkt   int             // the pending latency run's bucket
 	n     int64           // its records
 	since int64           // its first record's clock reading
-	run   [stackRun]int32 // slots called back and not yet given back
+	run   [queueRun]int32 // slots called back and not yet given back
 	nr    int             // how many of run
 }
 
@@ -374,15 +395,15 @@ const (
 	tallyAge = int64(time.Millisecond)
 )
 
-// done records the outcome of r, sent at r.Timestamp if not from the stack.
+// done records the outcome of r, sent at r.Timestamp if not from the queue.
 func (t *cbTally[T]) done(r *T, ts func(*T) time.Time, err error) {
 	var sent int64
-	s := t.stack.slot(r)
+	s := t.queue.slot(r)
 	if s >= 0 {
-		sent = t.stack.sent[s]
+		sent = t.queue.sent[s]
 		t.run[t.nr] = int32(s)
-		if t.nr++; t.nr == stackRun {
-			t.stack.give(t.run[:])
+		if t.nr++; t.nr == queueRun {
+			t.queue.give(t.run[:])
 			t.nr = 0
 		}
 	} else {
@@ -408,11 +429,11 @@ func (t *cbTally[T]) flushHist() {
 	}
 }
 
-// stackSize is the slab's records: the most records a client may hold
-// (buffer.memory at the record size, kgo's MaxBufferedRecords) and 4096
-// more, far more than the two runs (the loop's and the callbacks') that
-// are out of the client but not free.
-func stackSize(cfg clientConfig) int { return freeListCap(cfg) }
+// queueSize is the slab's records: a quarter more than the most records a
+// client may hold (buffer.memory at the record size, kgo's
+// MaxBufferedRecords, and 4096), as the ring had, so that the loop reuses
+// records the client finished with long ago and never runs dry.
+func queueSize(cfg clientConfig) int { return freeListCap(cfg) + freeListCap(cfg)/4 }
 
 // longhaulLoop drives a longhaul producer.
 type longhaulLoop struct {
@@ -420,9 +441,9 @@ type longhaulLoop struct {
 	trace *pipeTrace // nil without --shape
 	cfg   clientConfig
 	value []byte
-	// stack recycles records; nil with --heap, where free does (a heap
+	// queue recycles records; nil with --heap, where free does (a heap
 	// reading drops its spares).
-	stack *recStack[producer.Record]
+	queue *recQueue[producer.Record]
 	free  *freeList[*producer.Record]
 	// perBatch is how many records go to one partition before the next
 	// (cfg.onlyParts).
@@ -461,7 +482,7 @@ func newLonghaul(cfg clientConfig, k clientKind) (*longhaulLoop, error) {
 	if cfg.heap {
 		l.free = newFreeList[*producer.Record](freeListCap(cfg))
 	} else {
-		l.stack = newRecStack(stackSize(cfg), func(r *producer.Record) { r.Topic, r.Value = cfg.topics[0], l.value })
+		l.queue = newRecQueue(queueSize(cfg), func(r *producer.Record) { r.Topic, r.Value = cfg.topics[0], l.value })
 	}
 	return l, nil
 }
@@ -563,8 +584,8 @@ func freeListCap(cfg clientConfig) int {
 }
 
 func (l *longhaulLoop) run(ctx context.Context, st *caseState) {
-	stack, free := l.stack, l.free
-	tally := &cbTally[producer.Record]{st: st, stack: stack}
+	queue, free := l.queue, l.free
+	tally := &cbTally[producer.Record]{st: st, queue: queue}
 	cb := func(r *producer.Record, err error) {
 		tally.done(r, lhTimestamp, err)
 		if free != nil {
@@ -581,8 +602,8 @@ func (l *longhaulLoop) run(ctx context.Context, st *caseState) {
 	for !st.stopping.Load() { // cheaper than ctx.Err per record; runCase sets it before cancelling ctx
 		var r *producer.Record
 		slot := -1
-		if stack != nil {
-			slot, r = stack.take()
+		if queue != nil {
+			slot, r = queue.take()
 		} else {
 			if len(spare) == 0 {
 				spare = free.take(spare)
@@ -610,7 +631,7 @@ func (l *longhaulLoop) run(ctx context.Context, st *caseState) {
 		// Produce resets a reused record's partition and offset itself.
 		t := stamp(pace)
 		if slot >= 0 {
-			stack.stamp(slot, t)
+			queue.stamp(slot, t)
 		}
 		r.Timestamp = timeOf(t)
 		l.p.Produce(ctx, r, cb)
@@ -642,7 +663,7 @@ type kgoLoop struct {
 	keyed  bool
 	topics []string
 	value  []byte
-	stack  *recStack[kgo.Record] // nil with --heap, where free recycles
+	queue  *recQueue[kgo.Record] // nil with --heap, where free recycles
 	free   *freeList[*kgo.Record]
 }
 
@@ -681,14 +702,14 @@ func newKgo(cfg clientConfig) (*kgoLoop, error) {
 	if cfg.heap {
 		k.free = newFreeList[*kgo.Record](freeListCap(cfg))
 	} else {
-		k.stack = newRecStack[kgo.Record](stackSize(cfg), nil)
+		k.queue = newRecQueue[kgo.Record](queueSize(cfg), nil)
 	}
 	return k, nil
 }
 
 func (k *kgoLoop) run(ctx context.Context, st *caseState) {
-	stack, free := k.stack, k.free
-	tally := &cbTally[kgo.Record]{st: st, stack: stack}
+	queue, free := k.queue, k.free
+	tally := &cbTally[kgo.Record]{st: st, queue: queue}
 	promise := func(r *kgo.Record, err error) {
 		tally.done(r, kgoTimestamp, err)
 		if free != nil {
@@ -705,8 +726,8 @@ func (k *kgoLoop) run(ctx context.Context, st *caseState) {
 	for !st.stopping.Load() { // cheaper than ctx.Err per record; runCase sets it before cancelling ctx
 		var r *kgo.Record
 		slot := -1
-		if stack != nil {
-			slot, r = stack.take()
+		if queue != nil {
+			slot, r = queue.take()
 		} else {
 			if len(spare) == 0 {
 				spare = free.take(spare)
@@ -725,7 +746,7 @@ func (k *kgoLoop) run(ctx context.Context, st *caseState) {
 		}
 		t := stamp(pace)
 		if slot >= 0 {
-			stack.stamp(slot, t)
+			queue.stamp(slot, t)
 		}
 		*r = kgo.Record{Value: value, Timestamp: timeOf(t)}
 		if len(k.topics) > 1 {

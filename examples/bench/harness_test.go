@@ -42,25 +42,25 @@ func TestTimeOf(t *testing.T) {
 	assert.Equal(t, now, nsOf(ts))
 }
 
-// TestRecStack checks the record slab and the callbacks' tally: the loop
-// gets the latest slots given back first, sees a callback's slots only once
-// its run of stackRun is given back, an empty stack says so, a callback
-// gets its record's stamp and counts its latency, and a record from
-// elsewhere is timed by its Timestamp.
-func TestRecStack(t *testing.T) {
+// TestRecQueue checks the record slab and the callbacks' tally: a new slab
+// hands its slots out in order, the loop sees a callback's slots only once
+// its run of queueRun is given back and then gets them oldest first, an
+// empty queue says so, a callback gets its record's stamp and counts its
+// latency, and a record from elsewhere is timed by its Timestamp.
+func TestRecQueue(t *testing.T) {
 	type rec struct {
 		a  int64
 		ts time.Time
 	}
-	const n = 3 * stackRun
-	g := newRecStack(n, func(r *rec) { r.a = 7 })
+	const n = 3 * queueRun
+	g := newRecQueue(n, func(r *rec) { r.a = 7 })
 	st := new(caseState)
-	tally := &cbTally[rec]{st: st, stack: g}
+	tally := &cbTally[rec]{st: st, queue: g}
 	tsOf := func(r *rec) time.Time { return r.ts }
 	var got []*rec
 	for i := range n {
 		s, r := g.take()
-		require.Equal(t, n-1-i, s, "a new slab hands its slots out from the top")
+		require.Equal(t, i, s, "a new slab hands its slots out in order")
 		require.Same(t, &g.recs[s], r)
 		assert.Equal(t, int64(7), r.a, "init ran")
 		g.stamp(s, clk.now()-int64(time.Second))
@@ -69,31 +69,32 @@ func TestRecStack(t *testing.T) {
 	s, r := g.take()
 	assert.Equal(t, -1, s, "every slot out")
 	assert.Nil(t, r)
-	for _, r := range got[:stackRun-1] {
+	// Called back out of slab order: the second run's records, then
+	// the first's.
+	order := append(slices.Clone(got[queueRun:2*queueRun]), got[:queueRun]...)
+	for _, r := range order[:queueRun-1] {
 		tally.done(r, tsOf, nil)
 	}
 	s, _ = g.take()
 	assert.Equal(t, -1, s, "a run not yet full is not given back")
-	tally.done(got[2*stackRun], tsOf, nil) // completes the run
-	for i := range stackRun {
-		s, r = g.take()
-		if i == 0 {
-			require.Same(t, got[2*stackRun], r, "the latest given back comes first")
-		} else {
-			require.Same(t, got[stackRun-1-i], r, "then the run's others, latest first")
-		}
+	for _, r := range order[queueRun-1:] {
+		tally.done(r, tsOf, nil)
+	}
+	for i := range 2 * queueRun {
+		_, r = g.take()
+		require.Same(t, order[i], r, "free slots come back in the order they were given back")
 	}
 	s, _ = g.take()
-	assert.Equal(t, -1, s, "the loop took the whole run")
+	assert.Equal(t, -1, s, "the loop took both runs")
 
 	tally.flushHist()
-	assert.Equal(t, int64(stackRun), st.acked(), "every called-back record counted")
+	assert.Equal(t, int64(2*queueRun), st.acked(), "every called-back record counted")
 	q := quantile(make([]int64, nBuckets), st.hist.snapshot(), 0.5)
 	assert.InDelta(t, float64(time.Second), float64(q), float64(time.Second)/10, "latency from the stamp beside the slab")
 
 	other := &rec{ts: timeOf(clk.now() - int64(2*time.Second))}
 	assert.Equal(t, -1, g.slot(other), "a record from outside the slab")
-	assert.Equal(t, -1, (*recStack[rec])(nil).slot(got[0]), "no stack (--heap)")
+	assert.Equal(t, -1, (*recQueue[rec])(nil).slot(got[0]), "no queue (--heap)")
 	before := st.hist.snapshot()
 	tally.done(other, tsOf, nil)
 	tally.flushHist()
@@ -101,96 +102,171 @@ func TestRecStack(t *testing.T) {
 	assert.InDelta(t, float64(2*time.Second), float64(q), float64(time.Second)/5, "timed by its Timestamp")
 }
 
-// recycler is how reuseAge drives a way of recycling records: take a free
+// recycler is how a test drives a way of recycling records: take a free
 // slot (-1 if none), give one back after its callback.
 type recycler interface {
 	take() int
 	give(s int)
 }
 
-// stackRecycler is a recStack driven as the bench drives it, through a
+// queueRecycler is a recQueue driven as the bench drives it, through a
 // cbTally.
-type stackRecycler struct {
-	g     *recStack[int64]
+type queueRecycler struct {
+	g     *recQueue[int64]
 	tally *cbTally[int64]
 }
 
-func (r stackRecycler) take() int  { s, _ := r.g.take(); return s }
-func (r stackRecycler) give(s int) { r.tally.done(&r.g.recs[s], nil, nil) }
+func newQueueRecycler(n int) queueRecycler {
+	g := newRecQueue[int64](n, nil)
+	return queueRecycler{g, &cbTally[int64]{st: new(caseState), queue: g}}
+}
 
-// slabOrder hands slots out in slab order as they come back, oldest back
-// first: how session 7's recRing recycled, the negative control.
-type slabOrder struct{ q []int }
+func (r queueRecycler) take() int  { s, _ := r.g.take(); return s }
+func (r queueRecycler) give(s int) { r.tally.done(&r.g.recs[s], nil, nil) }
 
-func (o *slabOrder) take() int {
-	if len(o.q) == 0 {
+// latestFirst hands out the slot given back last first, as a free list or
+// stack does: a negative control.
+type latestFirst struct{ free []int }
+
+func (l *latestFirst) take() int {
+	if len(l.free) == 0 {
 		return -1
 	}
-	s := o.q[0]
-	o.q = o.q[1:]
+	s := l.free[len(l.free)-1]
+	l.free = l.free[:len(l.free)-1]
 	return s
 }
-func (o *slabOrder) give(s int) { o.q = append(o.q, s) }
+func (l *latestFirst) give(s int) { l.free = append(l.free, s) }
 
-// reuseAge runs a client that holds inFlight records and calls them back
-// oldest first, over the given slots, and returns the median of how many
-// records came back between a record's return and its reuse: how cold a
-// reused record is.
-func reuseAge(t *testing.T, rc recycler, inFlight, records int) int {
+// wholeBlocks frees slots a block of queueRun at a time, once every slot
+// of the block is back, and hands out the next free block in slab order:
+// session 7's recRing, a negative control.
+type wholeBlocks struct {
+	back []int // per block: slots given back
+	out  []int // per block: slots handed out
+	next int
+	n    int
+}
+
+func (w *wholeBlocks) take() int {
+	if w.next%queueRun == 0 {
+		found := false
+		for range len(w.back) {
+			b := w.next / queueRun
+			if w.back[b] == w.out[b] {
+				w.back[b], w.out[b], found = 0, 0, true
+				break
+			}
+			w.next = (b + 1) * queueRun % w.n
+		}
+		if !found {
+			return -1
+		}
+	}
+	s := w.next
+	w.next = (w.next + 1) % w.n
+	w.out[s/queueRun]++
+	return s
+}
+func (w *wholeBlocks) give(s int) { w.back[s/queueRun]++ }
+
+func newWholeBlocks(n int) *wholeBlocks {
+	return &wholeBlocks{back: make([]int, n/queueRun), out: make([]int, n/queueRun), n: n}
+}
+
+// clientModel runs a client that holds inFlight records and calls them
+// back oldest first, except each heldEvery-th record, which it holds for
+// holdFor records more (a slow partition; 0: none), over rc's slots. It
+// returns how many takes found no free slot and the median of how many
+// records came back between a record's return and its reuse.
+func clientModel(t *testing.T, rc recycler, inFlight, records, heldEvery, holdFor int) (dry, age int) {
+	type out struct{ slot, due int }
 	backAt := map[int]int{} // slot -> returns counted when it came back
-	var held []int
+	var normal, slow []out  // each in order of due
 	var returns int
 	var ages []int
-	for range records {
-		s := rc.take()
-		require.GreaterOrEqual(t, s, 0, "the slab ran dry")
-		if at, ok := backAt[s]; ok {
-			ages = append(ages, returns-at)
+	for i := range records {
+		if s := rc.take(); s < 0 {
+			dry++
+		} else {
+			if at, ok := backAt[s]; ok {
+				ages = append(ages, returns-at)
+			}
+			if heldEvery > 0 && i%heldEvery == 0 {
+				slow = append(slow, out{s, i + inFlight + holdFor})
+			} else {
+				normal = append(normal, out{s, i + inFlight})
+			}
 		}
-		held = append(held, s)
-		if len(held) > inFlight {
-			rc.give(held[0])
-			backAt[held[0]] = returns
+		// Call back what is due, in order of due.
+		for {
+			q := &normal
+			if len(slow) > 0 && (len(normal) == 0 || slow[0].due < normal[0].due) {
+				q = &slow
+			}
+			if len(*q) == 0 || (*q)[0].due > i {
+				break
+			}
+			rc.give((*q)[0].slot)
+			backAt[(*q)[0].slot] = returns
 			returns++
-			held = held[1:]
+			*q = (*q)[1:]
 		}
 	}
 	require.NotEmpty(t, ages)
 	slices.Sort(ages)
-	return ages[len(ages)/2]
+	return dry, ages[len(ages)/2]
 }
 
-// TestRecStackReusesLatest checks that the loop gets back a record its
-// client called back a moment ago (hot in cache), whatever the slab's
-// size: at most two runs ago. Negative control: handing slots out in slab
-// order, as the ring did, reuses a record only after the slab's spare
-// records went round, which the same measure must show.
-func TestRecStackReusesLatest(t *testing.T) {
+// TestRecQueueReusesOldest checks that the loop reuses the record given
+// back longest ago, not one the client's acknowledgement path may still be
+// writing on another core: the median reuse comes at least the slab's
+// spare records (less two runs) after the return. Negative control: a
+// free list handing the latest out first reuses records a run after their
+// return, which the same measure must show.
+func TestRecQueueReusesOldest(t *testing.T) {
 	const inFlight, spare = 5000, 4096
-	g := newRecStack[int64](inFlight+spare, nil)
-	age := reuseAge(t, stackRecycler{g, &cbTally[int64]{st: new(caseState), stack: g}}, inFlight, 50000)
-	t.Logf("median reuse age: stack %d records", age)
-	assert.LessOrEqual(t, age, 2*stackRun, "records come back hot")
+	dry, age := clientModel(t, newQueueRecycler(inFlight+spare), inFlight, 50000, 0, 0)
+	assert.Zero(t, dry)
+	assert.GreaterOrEqual(t, age, spare-2*queueRun, "records are reused oldest first")
 
-	o := new(slabOrder)
+	l := new(latestFirst)
 	for s := range inFlight + spare {
-		o.give(s)
+		l.give(s)
 	}
-	cold := reuseAge(t, o, inFlight, 50000)
-	t.Logf("median reuse age: slab order %d records", cold)
-	assert.Greater(t, cold, spare/2, "negative control: slab order reuses cold records")
+	_, hot := clientModel(t, l, inFlight, 50000, 0, 0)
+	t.Logf("median reuse age: queue %d, latest first %d records", age, hot)
+	assert.Less(t, hot, 2*queueRun, "negative control: latest first reuses a record just given back")
 }
 
-// TestRecStackConcurrent runs the loop and a client's callbacks on their
+// TestRecQueueSlowRecordsHoldNoOthers checks that records a client holds
+// long (a slow partition's) keep only their own slots out: with one in 64
+// records held for twice the in-flight count, the loop never finds the
+// slab empty. Negative control: freeing slots only by whole blocks, as the
+// ring did, lets each slow record hold its block, and the loop runs dry
+// (in the bench it then scanned the whole ring on every record: 55 % of
+// kgo's client CPU at 1 KiB).
+func TestRecQueueSlowRecordsHoldNoOthers(t *testing.T) {
+	const inFlight, spare = 5000, 4096
+	n := inFlight + spare
+	dry, _ := clientModel(t, newQueueRecycler(n), inFlight, 60000, queueRun, 2*inFlight)
+	assert.Zero(t, dry, "slots free as their runs come back")
+
+	dry, _ = clientModel(t, newWholeBlocks(n/queueRun*queueRun), inFlight, 60000, queueRun, 2*inFlight)
+	t.Logf("takes that found no free slot, whole blocks: %d of 60000", dry)
+	assert.Greater(t, dry, 1000, "negative control: whole blocks held by one slow record each")
+}
+
+// TestRecQueueConcurrent runs the loop and a client's callbacks on their
 // own goroutines, as the bench does (under -race: the runs given back
 // under mu, the stamps read after the client's hand-off): no slot is handed
 // out while its record is still out, and every record's stamp reaches its
 // callback.
-func TestRecStackConcurrent(t *testing.T) {
-	const n, records = 4 * stackRun, 200000
-	g := newRecStack[int64](n, nil)
+func TestRecQueueConcurrent(t *testing.T) {
+	const n, records = 4 * queueRun, 200000
+	g := newRecQueue[int64](n, nil)
 	st := new(caseState)
-	tally := &cbTally[int64]{st: st, stack: g}
+	tally := &cbTally[int64]{st: st, queue: g}
 	out := make([]bool, n) // slot handed out and not called back; guarded by the channel's hand-offs
 	client := make(chan int, n/2)
 	done := make(chan struct{})
