@@ -30,6 +30,31 @@ func TestMemBudgetForcedBytesArePaidBackFirst(t *testing.T) {
 	assert.Equal(t, int64(100), m.Held())
 }
 
+// TestMemBudgetForceTakesFreeBytesFirst: a Force larger than what is free
+// takes the free bytes and owes only the rest, so nothing can be acquired
+// until releases pay the debt (memBudget's doc). Negative control
+// (memBudget.regressForceKeepsFree): owing all of it left the free bytes
+// to TryAcquire while the budget was past its limit.
+func TestMemBudgetForceTakesFreeBytesFirst(t *testing.T) {
+	for _, keepsFree := range []bool{false, true} {
+		m := newMemBudget(100)
+		m.regressForceKeepsFree = keepsFree
+		require.NoError(t, m.Acquire(context.Background(), 60))
+		m.Force(50) // 40 free pay, 10 owed
+		assert.Equal(t, int64(110), m.Held())
+		if keepsFree {
+			assert.True(t, m.TryAcquire(30), "negative control: free bytes taken while 10 past the limit")
+			continue
+		}
+		assert.False(t, m.TryAcquire(1), "10 past the limit")
+		m.Release(10) // pays the debt
+		assert.False(t, m.TryAcquire(1), "at the limit")
+		m.Release(10)
+		assert.True(t, m.TryAcquire(10))
+		assert.Equal(t, int64(100), m.Held())
+	}
+}
+
 // TestMemBudgetWaitersInOrder: a request that does not fit waits, and
 // a smaller one made after it waits behind it rather than pass it, even
 // though it would fit (memBudget.Acquire's doc); releases serve them in

@@ -33,7 +33,8 @@ type memBudget struct {
 	debt    int64 // forced beyond the limit, paid back first by Release
 	waiters []*memWaiter
 
-	regressUnbounded bool // negative control: take does not check the free bytes
+	regressUnbounded      bool // negative control: take does not check the free bytes
+	regressForceKeepsFree bool // negative control: Force owes all of n when it does not fit, leaving free as it was
 }
 
 // memWaiter is an Acquire blocked until n bytes are free, in FIFO order.
@@ -119,8 +120,24 @@ func (m *memBudget) Force(n int64) {
 	// for nothing.
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(m.waiters) > 0 || !m.take(n) {
-		m.debt += n
+	if m.regressForceKeepsFree {
+		if len(m.waiters) > 0 || !m.take(n) {
+			m.debt += n
+		}
+		return
+	}
+	// What is free pays first and only the rest is owed, so free is 0
+	// while anything is owed: leaving the free bytes there let Produce
+	// acquire them while the budget was past its limit, and a producer
+	// whose batches took larger pooled buffers went on accepting records
+	// to several times buffer.memory.
+	for {
+		f := m.free.Load()
+		paid := max(0, min(f, n))
+		if m.free.CompareAndSwap(f, f-paid) {
+			m.debt += n - paid
+			return
+		}
 	}
 }
 
