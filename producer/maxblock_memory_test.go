@@ -13,7 +13,8 @@ import (
 
 // TestMaxBlockDoesNotBoundMemoryWait checks MaxBlock's "It does not bound
 // Produce's wait for buffer.memory: Produce's context does": with
-// buffer.memory full (the broker holds every answer) and max.block.ms at
+// buffer.memory full (the broker holds every answer, every batch is
+// sealed, and a record of the same size was refused) and max.block.ms at
 // 10 ms, Produce waits for room until its context ends, 2 s later, and
 // the record fails with the context's error, not ErrTopicMetadata; the
 // records already accepted are unaffected and delivered once the broker
@@ -26,10 +27,16 @@ func TestMaxBlockDoesNotBoundMemoryWait(t *testing.T) {
 		require.NoError(t, p.ProduceSync(ctx, toPartition("t", 0, []byte("warm"))).FirstErr(), "topic known")
 
 		c.Stall(0, time.Minute)
-		full := false
-		for i := 0; i < 1000 && !full; i++ {
+		// Fill buffer.memory with records the size of the one that will
+		// wait: a refused larger record would not mean a smaller one
+		// cannot fit. A refusal while a batch is open is not proof either:
+		// sealing it after linger.ms settles its memory to its buffer's
+		// capacity and may give bytes back. So on a refusal wait out
+		// linger.ms and try again: buffer.memory is full when a record is
+		// refused with every batch sealed and nothing answered.
+		tryFill := func() (refused bool) {
 			errc := make(chan error, 1)
-			p.TryProduce(toPartition("t", 0, make([]byte, 100)), func(_ *Record, err error) {
+			p.TryProduce(toPartition("t", 0, []byte("fills")), func(_ *Record, err error) {
 				if err == ErrBufferFull {
 					errc <- err
 				}
@@ -37,8 +44,17 @@ func TestMaxBlockDoesNotBoundMemoryWait(t *testing.T) {
 			synctest.Wait()
 			select {
 			case <-errc:
-				full = true
+				return true
 			default:
+				return false
+			}
+		}
+		full := false
+		for i := 0; i < 10000 && !full; i++ {
+			if tryFill() {
+				time.Sleep(10 * time.Millisecond) // linger.ms is 1 ms (memProducer)
+				synctest.Wait()
+				full = tryFill()
 			}
 		}
 		require.True(t, full, "buffer.memory filled")
