@@ -184,15 +184,19 @@ func TestChaosScanSeeds(t *testing.T) {
 }
 
 // TestChaosScanSeedsNegativeControl: with its bug brought back, a seed
-// fails in every one of its runs, so TestChaosScanSeeds fails whenever one
-// of the bugs comes back, and a failing seed reruns as it failed.
+// fails in at least one of its runs, so TestChaosScanSeeds (which fails on
+// any failed run) fails whenever one of the bugs comes back. Each seed
+// usually fails in every run; not always, even in a clean process on one
+// thread: the scheduler still preempts a goroutine that ran its time slice
+// of real time, so under load and -race a path can change (28603 failed
+// in 3 of 5 runs in one full package run).
 func TestChaosScanSeedsNegativeControl(t *testing.T) {
 	if os.Getenv(scanSeedChildEnv) != "" {
 		t.Skip("in a child process")
 	}
 	for i, sc := range scanSeeds {
 		failed := runSeedClean(t, i, true, scanSeedRuns)
-		require.Len(t, failed, scanSeedRuns, "seed %d passed in some runs with its bug brought back", sc.seed)
+		require.NotEmpty(t, failed, "seed %d passed in all %d runs with its bug brought back", sc.seed, scanSeedRuns)
 		t.Logf("seed %d with its bug: %d of %d runs failed, e.g. %v", sc.seed, len(failed), scanSeedRuns, firstN(failed[0], 1))
 	}
 }
