@@ -221,3 +221,27 @@ func TestChaosFindsMovedRenewal(t *testing.T) {
 	}
 	t.Fatalf("movedRenewalContinues brought back, yet %d schedules found nothing", limit)
 }
+
+// TestChaosFindsV3Uncapped: with v3Uncapped brought back (a Kafka 0.11
+// leader gets 5 batches in flight though it retains only the last), the
+// randomized test finds it within its first 1,000 schedules: the Kafka
+// 0.11 nodes of chaosSchedule.oldNodes and the faults around them reach
+// the path, and the outcome check sees the records written twice or lost
+// to OUT_OF_ORDER_SEQUENCE_NUMBER.
+func TestChaosFindsV3Uncapped(t *testing.T) {
+	const limit = 1000
+	for seed := uint64(1); seed <= limit; seed++ {
+		s := drawSchedule(seed)
+		if s.capped < 0 || s.capVersion > 3 {
+			continue // v3Uncapped changes nothing without a Kafka 0.11 node
+		}
+		s.regress.v3Uncapped = true
+		var v []string
+		synctest.Test(t, func(t *testing.T) { v = runSchedule(t, s) })
+		if len(v) > 0 {
+			t.Logf("found at seed %d: %v", seed, firstN(v, 2))
+			return
+		}
+	}
+	t.Fatalf("v3Uncapped brought back, yet %d schedules found nothing", limit)
+}

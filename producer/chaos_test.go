@@ -116,11 +116,22 @@ type chaosSchedule struct {
 	// the cluster can never find it (a deployment would point its
 	// bootstrap name at the new address).
 	moved bool
+	// capped, if >= 0, is a node offering Produce up to capVersion only
+	// (broker.Config.ProduceMaxVersions): 3, Kafka 0.11, which retains
+	// only the last batch per producer, so the producer keeps one batch
+	// in flight per partition there; or 4 to 13, a release before
+	// KIP-1269 that never announces a window and retains 5 (oldNodes).
+	capped     int32
+	capVersion int16
 }
 
 func (s *chaosSchedule) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d: %d producer(s), window %d, old node %d, kafka-2.4 node %d, SASL session %v, batch.size %d, max.request.size %d, coalesce %d\n", s.seed, s.producers, s.window, s.old, s.kafka24, s.session, s.batchSize, s.maxRequestSize, s.coalesce)
+	fmt.Fprintf(&b, "seed %d: %d producer(s), window %d, old node %d, kafka-2.4 node %d, SASL session %v, batch.size %d, max.request.size %d, coalesce %d", s.seed, s.producers, s.window, s.old, s.kafka24, s.session, s.batchSize, s.maxRequestSize, s.coalesce)
+	if s.capped >= 0 {
+		fmt.Fprintf(&b, ", node %d offers Produce up to v%d", s.capped, s.capVersion)
+	}
+	b.WriteString("\n")
 	for _, st := range s.steps {
 		fmt.Fprintf(&b, "  %7v %s\n", st.at, st.what)
 	}
@@ -343,6 +354,7 @@ func drawSchedule(seed uint64) *chaosSchedule {
 	// the seeds of scanSeeds draw no move, so they keep the schedules
 	// they failed with.
 	s.moves(rand.New(rand.NewPCG(seed, 0xad0d)), add)
+	s.oldNodes(rand.New(rand.NewPCG(seed, 0x330)))
 	sort.SliceStable(s.steps, func(i, j int) bool { return s.steps[i].at < s.steps[j].at })
 	return s
 }
@@ -441,6 +453,25 @@ func (s *chaosSchedule) moves(mv *rand.Rand, add func(time.Duration, string, fun
 	}
 }
 
+// oldNodes draws, in one schedule in eight, one node of an old Kafka
+// release: Kafka 0.11 (Produce v3), which retains only the last batch per
+// producer, so more than one batch in flight per partition there can be
+// written twice or out of order (regress v3Uncapped); and in another one
+// in eight a node of Kafka 1.0 to 3.x (Produce v4 to v13), which retains 5
+// batches and announces no window. The stream's constant is one under
+// which the seeds of scanSeeds draw neither, so they keep the schedules
+// they failed with. The cap is the node id's, so a process replacing it
+// (moves) offers the same versions.
+func (s *chaosSchedule) oldNodes(st *rand.Rand) {
+	s.capped = -1
+	switch st.IntN(8) {
+	case 0:
+		s.capped, s.capVersion = st.Int32N(chaosNodes), 3
+	case 1:
+		s.capped, s.capVersion = st.Int32N(chaosNodes), 4+int16(st.IntN(10))
+	}
+}
+
 // drainingTo reports whether p's connection to node nd is draining for
 // its SASL renewal (sender.checkConn), asking the sender goroutine.
 func drainingTo(p *Producer, nd int32) bool {
@@ -504,6 +535,9 @@ type scheduleCoverage struct {
 	grownKeyless int     // keyless records written to partitions CreatePartitions added
 	midRenewal   int32   // nodes moved while a producer's connection to them drained for its SASL renewal
 	moved        bool    // nodes moved (chaosSchedule.moved)
+	v3           bool    // a node offered Produce up to v3 (Kafka 0.11: chaosSchedule.capped)
+	v3Fed        bool    // ... and read produce requests
+	capped       bool    // a node offered Produce v4 to v13 (before KIP-1269)
 	fullness     float64 // the fullest batch of 2+ records, as a fraction of its bound (batchBounds)
 	requestBound bool    // max.request.size was below batch.size: it bounded batches
 	sent         uint64  // digest of the batches sent (batchBounds.sent): the path the run took
@@ -517,6 +551,17 @@ func runScheduleCovered(t *testing.T, s *chaosSchedule) ([]string, scheduleCover
 	cov.requestBound = s.maxRequestSize < s.batchSize
 	cfg := broker.Config{Nodes: chaosNodes, RTT: chaosRTT, OnProduce: bounds.request,
 		Topics: []broker.TopicConfig{{Name: chaosTopic, Partitions: chaosParts, Window: s.window}}}
+	var cappedFed atomic.Bool
+	if s.capped >= 0 {
+		cfg.ProduceMaxVersions = map[int32]int16{s.capped: s.capVersion}
+		cfg.OnProduce = func(node int32, records [][]byte) {
+			if node == s.capped {
+				cappedFed.Store(true)
+			}
+			bounds.request(node, records)
+		}
+		cov.v3, cov.capped = s.capVersion < 4, s.capVersion >= 4
+	}
 	if s.old >= 0 {
 		cfg.OldNodes = []int32{s.old}
 	}
@@ -661,6 +706,7 @@ func runScheduleCovered(t *testing.T, s *chaosSchedule) ([]string, scheduleCover
 	bounds.mu.Lock()
 	cov.sent = bounds.sent
 	cov.midRenewal, cov.moved = run.midRenewal.Load(), s.moved
+	cov.v3Fed = cov.v3 && cappedFed.Load()
 	bounds.mu.Unlock()
 	return append(v, bv...), cov
 }
@@ -669,14 +715,18 @@ func runScheduleCovered(t *testing.T, s *chaosSchedule) ([]string, scheduleCover
 // what the checker can see fail only when it happens: a change that turned
 // coalescing off, or never placed keyless records on partitions a grown
 // topic added, or never filled a batch, or a change to the schedules that
-// never moved a node mid-renewal (where movedRenewalContinues shows),
-// would otherwise pass every schedule.
+// never moved a node mid-renewal (where movedRenewalContinues shows), or
+// never sent batches to a Kafka 0.11 node (where v3Uncapped shows), would
+// otherwise pass every schedule.
 type chaosCoverage struct {
 	schedules     int
 	held          int // schedules in which a lingered batch was held (coalescing, issue 19)
 	grownKeyless  int // schedules that wrote keyless records to partitions added by CreatePartitions (issue 20)
 	midRenewal    int // schedules that moved a node mid-renewal (moves)
 	moved         int // schedules that moved a node at all
+	v3            int // schedules with a Kafka 0.11 node (Produce v3)
+	v3Fed         int // ... that read produce requests
+	capped        int // schedules with a node of Produce v4 to v13
 	full          int // schedules with a batch of 2+ records within 80-100 % of batch.size or more
 	fullByRequest int // the same, in schedules whose max.request.size was the smaller bound
 }
@@ -695,6 +745,15 @@ func (c *chaosCoverage) add(s scheduleCoverage) {
 	if s.moved {
 		c.moved++
 	}
+	if s.v3 {
+		c.v3++
+	}
+	if s.v3Fed {
+		c.v3Fed++
+	}
+	if s.capped {
+		c.capped++
+	}
 	if s.fullness >= 0.8 {
 		c.full++
 		if s.requestBound {
@@ -704,8 +763,8 @@ func (c *chaosCoverage) add(s scheduleCoverage) {
 }
 
 func (c chaosCoverage) String() string {
-	return fmt.Sprintf("%d schedules: %d held a lingered batch, %d wrote keyless records to grown partitions, %d filled a batch to 80%% of its bound or more (%d of max.request.size), %d moved a node (%d mid-renewal)",
-		c.schedules, c.held, c.grownKeyless, c.full, c.fullByRequest, c.moved, c.midRenewal)
+	return fmt.Sprintf("%d schedules: %d held a lingered batch, %d wrote keyless records to grown partitions, %d filled a batch to 80%% of its bound or more (%d of max.request.size), %d moved a node (%d mid-renewal), %d had a Kafka 0.11 node (Produce v3; %d sent it batches), %d a node of Produce v4 to v13",
+		c.schedules, c.held, c.grownKeyless, c.full, c.fullByRequest, c.moved, c.midRenewal, c.v3, c.v3Fed, c.capped)
 }
 
 // gaps returns what fewer than one schedule in a hundred of the run (and
@@ -713,7 +772,8 @@ func (c chaosCoverage) String() string {
 // one in four, write keyless records to grown partitions in one in ten,
 // fill a batch bounded by max.request.size in one in twenty-five, and move
 // a node while a producer's connection to it drains for its SASL renewal
-// in one in thirty (seeds 1-100: 3, 1-200: 6).
+// in one in thirty (seeds 1-100: 3, 1-200: 6), and send batches to a Kafka
+// 0.11 node in about one in ten.
 func (c chaosCoverage) gaps() []string {
 	least := max(1, c.schedules/100)
 	var g []string
@@ -732,6 +792,9 @@ func (c chaosCoverage) gaps() []string {
 	if c.midRenewal < least {
 		g = append(g, fmt.Sprintf("coverage: %d of %d schedules moved a node mid-renewal", c.midRenewal, c.schedules))
 	}
+	if c.v3Fed < least {
+		g = append(g, fmt.Sprintf("coverage: %d of %d schedules sent batches to a Kafka 0.11 node", c.v3Fed, c.schedules))
+	}
 	return g
 }
 
@@ -742,7 +805,8 @@ func (c chaosCoverage) gaps() []string {
 // grown partitions (a partitioner placing keyless records on the first
 // chaosParts partitions only, as a producer that never learned of the
 // growth would), full batches (batch.size and max.request.size 1 MiB,
-// never reached), moves mid-renewal (no SASL session: nothing renews).
+// never reached), moves mid-renewal (no SASL session: nothing renews),
+// Kafka 0.11 nodes (none drawn).
 func TestChaosCoverageNegativeControl(t *testing.T) {
 	firstParts := PartitionerFunc(func(_ *Record, n int32) (int32, error) { return rand.Int32N(min(n, chaosParts)), nil })
 	for _, tc := range []struct {
@@ -756,6 +820,7 @@ func TestChaosCoverageNegativeControl(t *testing.T) {
 		{"batches never full", func(s *chaosSchedule) { s.batchSize, s.maxRequestSize = 1<<20, 1<<20 },
 			[]string{"of its bound", "below batch.size"}},
 		{"no SASL sessions", func(s *chaosSchedule) { s.session = 0 }, []string{"mid-renewal"}},
+		{"no Kafka 0.11 node", func(s *chaosSchedule) { s.capped = -1 }, []string{"Kafka 0.11"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -263,13 +263,17 @@ func (c *Cluster) checkWindow(n *node, b procBatch) bool {
 	if limit == 0 {
 		limit = DefaultWindow
 	}
+	if v, capped := n.produceCap(); capped && v < 4 {
+		// Kafka 0.11 announces nothing and retains only the last batch.
+		limit = 1
+	}
 	if cnt <= limit {
 		return true
 	}
 	c.overWindow++
 	if len(c.overWindowFirst) < maxOverWindow {
 		c.overWindowFirst = append(c.overWindowFirst, fmt.Sprintf(
-			"node %d: producer id %d had %d batches of %s[%d] in flight, beyond the %d this process announced (%d before any answer)",
+			"node %d: producer id %d had %d batches of %s[%d] in flight, beyond the %d this process announced (%d before any answer, 1 at Produce v3)",
 			n.id, pid, cnt, p.t.name, p.index, limit, DefaultWindow))
 	}
 	return true
@@ -288,7 +292,9 @@ func (c *Cluster) checkWindow(n *node, b procBatch) bool {
 // on and retried elsewhere. A window
 // counts as announced once a response carrying it is written to any
 // client: the largest so announced by the process, or 5 (what every
-// broker retains) before any. A process replaced by [Cluster.MoveNode]
+// broker since Kafka 1.0 retains) before any; on a node capped at Produce
+// v3 ([Config].ProduceMaxVersions: Kafka 0.11, which retains only the
+// last batch per producer) the window is 1. A process replaced by [Cluster.MoveNode]
 // with Replace has announced nothing. The check is lenient where the
 // client cannot be judged: a window shrunk by [Cluster.SetWindow] still
 // allows the larger one announced before.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -268,7 +269,8 @@ func TestOverWindow(t *testing.T) {
 // batch (a retry while its first attempt is still held) count once, a
 // bumped epoch's batches apart, and nothing read during a stall or one
 // round trip after it counts (the client may have given up on it unseen).
-// The negative control: 6 distinct batches of one epoch are over.
+// The negative control: 6 distinct batches of one epoch are over. On a
+// node capped at Produce v3 (Kafka 0.11) the window is 1: 2 are over.
 func TestOverWindowCountsDistinctBatchesOfAnEpoch(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -280,17 +282,25 @@ func TestOverWindowCountsDistinctBatchesOfAnEpoch(t *testing.T) {
 		{"a copy", false, [][2]int32{{0, 0}, {0, 1}, {0, 2}, {0, 3}, {0, 4}, {0, 4}}, 0},
 		{"a bumped epoch", false, [][2]int32{{0, 0}, {0, 1}, {0, 2}, {0, 3}, {0, 4}, {1, 0}}, 0},
 		{"during a stall", true, [][2]int32{{0, 0}, {0, 1}, {0, 2}, {0, 3}, {0, 4}, {0, 5}}, 0},
+		// Kafka 0.11 (Produce v3) retains only the last batch: 1.
+		{"v3 one", false, [][2]int32{{0, 0}}, 0},
+		{"v3 two distinct", false, [][2]int32{{0, 0}, {0, 1}}, 1},
+		{"v3 a copy", false, [][2]int32{{0, 0}, {0, 0}}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				c, n := memCluster(t, Config{RTT: 50 * time.Millisecond, Topics: []TopicConfig{{Name: "t", Partitions: 1}}})
+				cfg, version := Config{RTT: 50 * time.Millisecond, Topics: []TopicConfig{{Name: "t", Partitions: 1}}}, int16(14)
+				if strings.HasPrefix(tc.name, "v3 ") {
+					cfg.ProduceMaxVersions, version = map[int32]int16{0: 3}, 3
+				}
+				c, n := memCluster(t, cfg)
 				w, err := dialMem(t, n, c.Addr())
 				require.NoError(t, err)
 				if tc.stall {
 					c.Stall(0, 20*time.Millisecond)
 				}
 				for _, b := range tc.batches {
-					w.send(produceReq(c, 14, "t", 0, batch(t, 1, int16(b[0]), b[1], 1)))
+					w.send(produceReq(c, version, "t", 0, batch(t, 1, int16(b[0]), b[1], 1)))
 				}
 				synctest.Wait()
 				over, _ := c.OverWindow()
