@@ -64,7 +64,8 @@ var scanSeeds = []struct {
 const scanSeedRuns = 5
 
 // chaosBugs are the knobs a scan may bring back (LONGHAUL_CHAOS_BUG names
-// one), to find seeds for scanSeeds: each knob of the table above.
+// one), to find seeds for scanSeeds: each knob of the table above, and
+// v3Uncapped (TestChaosFindsV3Uncapped).
 var chaosBugs = map[string]func(*regressions){
 	"oooProvesUnwritten":    func(r *regressions) { r.oooProvesUnwritten = true },
 	"splitMaybeWritten":     func(r *regressions) { r.splitMaybeWritten = true },
@@ -73,6 +74,7 @@ var chaosBugs = map[string]func(*regressions){
 	"recreateKeepsEpoch":    func(r *regressions) { r.recreateKeepsEpoch = true },
 	"movedRenewalContinues": func(r *regressions) { r.movedRenewalContinues = true },
 	"controlAddrsRepeat":    func(r *regressions) { r.controlAddrsRepeat = true },
+	"v3Uncapped":            func(r *regressions) { r.v3Uncapped = true },
 }
 
 // chaosBug returns the knob LONGHAUL_CHAOS_BUG names, nil for none; an
@@ -225,9 +227,12 @@ func TestChaosFindsMovedRenewal(t *testing.T) {
 // TestChaosFindsV3Uncapped: with v3Uncapped brought back (a Kafka 0.11
 // leader gets 5 batches in flight though it retains only the last), the
 // randomized test finds it within its first 1,000 schedules: the Kafka
-// 0.11 nodes of chaosSchedule.oldNodes and the faults around them reach
-// the path, and the outcome check sees the records written twice or lost
-// to OUT_OF_ORDER_SEQUENCE_NUMBER.
+// 0.11 nodes of chaosSchedule.oldNodes reach the path, and the broker's
+// OverWindow check (1 batch on a Produce v3 node) sees it. The outcome
+// check alone does not: a batch sent again there is answered
+// OUT_OF_ORDER_SEQUENCE_NUMBER, which fails its records fate unknown
+// (seeds 1-2,000: 220 of the 270 schedules that sent batches to a Kafka
+// 0.11 node fail, every one on the window).
 func TestChaosFindsV3Uncapped(t *testing.T) {
 	const limit = 1000
 	for seed := uint64(1); seed <= limit; seed++ {
@@ -240,6 +245,7 @@ func TestChaosFindsV3Uncapped(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) { v = runSchedule(t, s) })
 		if len(v) > 0 {
 			t.Logf("found at seed %d: %v", seed, firstN(v, 2))
+			require.Contains(t, strings.Join(v, "\n"), "beyond the 1 ", "the broker saw batches beyond the one Kafka 0.11 retains")
 			return
 		}
 	}
