@@ -60,7 +60,11 @@ func handshake(ctx context.Context, nc net.Conn, addr string, cfg DialConfig) (*
 	if d, ok := ctx.Deadline(); ok {
 		nc.SetDeadline(d)
 	}
-	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
+	// The callback gets the raw conn in its own variable: nc becomes the
+	// TLS conn below while the callback may run on another goroutine, and
+	// the raw conn's deadline ends the TLS handshake too.
+	raw := nc
+	stop := context.AfterFunc(ctx, func() { raw.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 
 	if cfg.TLS != nil {
