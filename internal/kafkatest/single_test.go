@@ -16,4 +16,5 @@ func TestSingleNode(t *testing.T) {
 	t.Run("LonghaulMillionThroughProxyWithCuts", func(t *testing.T) { testLonghaulMillionThroughProxyWithCuts(t, c) })
 	t.Run("PerfSideBySideSmoke", func(t *testing.T) { testPerfSideBySideSmoke(t, c) })
 	t.Run("BenchSupport", func(t *testing.T) { testBenchSupport(t, c) })
+	t.Run("SettleAfterCut", func(t *testing.T) { testSettleAfterCut(t, c) })
 }
