@@ -62,7 +62,8 @@ func compatReleases(t *testing.T) []Release {
 // TestCompatMatrix runs every release of the matrix, one single-node
 // cluster at a time: it records the ApiVersions that decide the
 // producer's behaviour, produces through the proxy with connection cuts and
-// dropped Produce responses, forces one epoch bump with a record the broker
+// dropped Produce responses, stops them and settles the producer's
+// connection ([settle]), forces one epoch bump with a record the broker
 // rejects, and reads everything back (exactly once, in order, nothing of
 // the rejected record). The table it logs is the README's compatibility
 // table, which it checks.
