@@ -17,6 +17,9 @@ import (
 	"github.com/longhaul-kafka/longhaul/producer"
 )
 
+// settleSeq numbers the settling records, so each value is unique.
+var settleSeq atomic.Int64
+
 // settle produces one record to partition of topic and waits for its
 // acknowledgement; the record is returned for the test's tally of what it
 // sent. A test calls it once it has stopped its faults and before it
@@ -35,7 +38,7 @@ import (
 // one.
 func settle(t *testing.T, ctx context.Context, p *producer.Producer, topic string, partition int32) Sent {
 	t.Helper()
-	r := &producer.Record{Topic: topic, Value: fmt.Appendf(nil, "settle-%d-%d", partition, time.Now().UnixNano())}
+	r := &producer.Record{Topic: topic, Value: fmt.Appendf(nil, "settle-%d-%d", partition, settleSeq.Add(1))}
 	r.SetPartition(partition)
 	retried := p.Stats().BatchesRetried
 	require.NoError(t, p.ProduceSync(ctx, r).FirstErr(), "settling record, partition %d", partition)
