@@ -2,6 +2,7 @@ package producer
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -166,8 +167,14 @@ var (
 )
 
 // newBatch takes a batch from the pool for ps: a large buffer only if ps's
-// last batch needed one, else a small one (or none; growFor sizes it).
-func newBatch(ps *partitionState, now time.Time) *batch {
+// last batch needed one, else a small one (or none; growFor sizes it). A
+// pooled buffer above most, the largest a batch of ps grows to (growFor's
+// limit), is dropped: another producer in the process, with a larger
+// batch.size, pooled it, and its capacity would count against
+// buffer.memory though no batch here can fill it (a producer of 512-byte
+// batches took 4 KiB buffers, and records placed at once when their
+// topic's metadata came forced several times buffer.memory).
+func newBatch(ps *partitionState, now time.Time, most int) *batch {
 	var b *batch
 	if ps.bigBatches {
 		b, _ = bigBatches.Get().(*batch)
@@ -177,6 +184,9 @@ func newBatch(ps *partitionState, now time.Time) *batch {
 	}
 	b.part = ps
 	b.created = now
+	if b.builder.Cap() > most {
+		b.builder = protocol.BatchBuilder{}
+	}
 	b.builder.Reset()
 	return b
 }
@@ -364,7 +374,7 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, 
 			p.pc.clockBase = now
 		}
 		t.used = now
-		b = newBatch(ps, now)
+		b = newBatch(ps, now, p.batchBufferMost())
 		ps.open = b
 		ps.lingerHeld = ps.lingerHeld && p.cfg.regress.keepHeldMark // a new batch: its linger is looked at afresh
 		if !ps.inActive {
@@ -424,6 +434,15 @@ func (p *Producer) queuedFunc(t *topicState) func(int32) int {
 		return nil
 	}
 	return func(i int32) int { return t.parts[i].queued() }
+}
+
+// batchBufferMost is the largest buffer a batch grows to (growFor's limit
+// for a batch of 2+ records): newBatch drops a pooled one above it.
+func (p *Producer) batchBufferMost() int {
+	if p.cfg.regress.pooledOversize {
+		return math.MaxInt
+	}
+	return protocol.RecordBatchOverhead + p.maxBatchBody()
 }
 
 // maxBatchBody is the most record bytes a batch of two or more records may

@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -11,38 +12,47 @@ import (
 	"github.com/longhaul-kafka/longhaul/internal/broker"
 )
 
+// poolBuffers leaves only n batches with buffers of capacity size in the
+// small pool: it empties the pool first (once it is, Get returns a new
+// batch, with no buffer, every time).
+func poolBuffers(n, size int) {
+	for fresh := 0; fresh < 64; {
+		if smallBatches.Get().(*batch).builder.Cap() == 0 {
+			fresh++
+		} else {
+			fresh = 0
+		}
+	}
+	for range n {
+		b := new(batch)
+		b.builder.GrowCap(size)
+		smallBatches.Put(b)
+	}
+}
+
 // TestBufferMemoryBoundWithPooledBuffers checks memBudget's "Force takes
 // the growth at once, past the limit if need be, and the next releases pay
 // that back before Produce may acquire again" where it matters: batches
 // that take pooled buffers larger than their records (left by another
-// producer in this process) force their capacity past buffer.memory, and
-// Produce must then accept nothing until acknowledgements pay it back, so
-// the bytes held stay within buffer.memory plus one buffer (keepBuffer,
-// the largest pooled). Negative control (memBudget.regressForceKeepsFree):
-// a Force that owes everything when it does not fit, leaving the free
-// bytes to Produce, let the producer accept records to several times
-// buffer.memory.
+// producer in this process; linger.ms 0 seals each record's batch alone)
+// force their capacity past buffer.memory, and Produce must then accept
+// nothing until acknowledgements pay it back, so the bytes held stay
+// within buffer.memory plus one buffer (keepBuffer, the largest pooled).
+// Negative control (memBudget.regressForceKeepsFree): a Force that owes
+// everything when it does not fit, leaving the free bytes to Produce, let
+// the producer accept records to several times buffer.memory.
 func TestBufferMemoryBoundWithPooledBuffers(t *testing.T) {
 	const limit = 8192
 	for _, keepsFree := range []bool{false, true} {
 		t.Run(map[bool]string{false: "fixed", true: "negative-control"}[keepsFree], func(t *testing.T) {
-			// Only these buffers in the pool: empty it first (once it is,
-			// Get returns a new batch, with no buffer, every time).
-			for fresh := 0; fresh < 64; {
-				if smallBatches.Get().(*batch).builder.Cap() == 0 {
-					fresh++
-				} else {
-					fresh = 0
-				}
-			}
-			for range 64 {
-				b := new(batch)
-				b.builder.GrowCap(2848) // a small pooled buffer, well above this test's 512-byte batches
-				smallBatches.Put(b)
-			}
+			// A small pooled buffer, within this test's batch.size (a
+			// larger one is dropped: TestPooledBufferAboveBatchSizeDropped),
+			// well above its one-record batches.
+			poolBuffers(64, 2848)
 			synctest.Test(t, func(t *testing.T) {
 				c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
-				p := memProducer(t, c, n, BufferMemory(limit), DeliveryTimeout(2*time.Hour), RequestTimeout(time.Hour))
+				p := memProducer(t, c, n, BufferMemory(limit), DeliveryTimeout(2*time.Hour), RequestTimeout(time.Hour),
+					BatchSize(4096), Linger(0))
 				p.mem.regressForceKeepsFree = keepsFree
 				ctx := context.Background()
 				require.NoError(t, p.ProduceSync(ctx, toPartition("t", 0, []byte("warm"))).FirstErr(), "topic known")
@@ -72,6 +82,59 @@ func TestBufferMemoryBoundWithPooledBuffers(t *testing.T) {
 					require.LessOrEqual(t, most, int64(limit+keepBuffer), "bytes held past buffer.memory plus one buffer")
 				}
 				require.NoError(t, p.Flush(ctx), "the accepted records are delivered once the broker answers")
+				require.Zero(t, p.mem.Held(), "every byte comes back")
+			})
+		})
+	}
+}
+
+// TestPooledBufferAboveBatchSizeDropped: records produced before their
+// topic's metadata wait, and are placed at once when it comes, each batch
+// forcing its buffer's capacity past buffer.memory (no Produce can take
+// bytes meanwhile, but the placing cannot wait). A producer of 512-byte
+// batches in a process whose other producers pooled 4 KiB buffers took
+// them for those batches (chaos seeds 97, 99, 105, 265 with 4 KiB buffers
+// pooled: up to 9 times buffer.memory held); it drops a pooled buffer above
+// the largest its batches grow to (newBatch), so the bytes held stay
+// within buffer.memory plus one buffer. Negative control
+// (regress.pooledOversize): keeping them, the producer holds several times
+// buffer.memory.
+func TestPooledBufferAboveBatchSizeDropped(t *testing.T) {
+	const limit = 8192
+	for _, oversize := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fixed", true: "negative-control"}[oversize], func(t *testing.T) {
+			poolBuffers(64, keepBuffer)
+			synctest.Test(t, func(t *testing.T) {
+				// A round trip of 5 ms: the records below, produced
+				// without a pause, all wait for the topic's metadata.
+				c, n := memCluster(t, broker.Config{RTT: 5 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: 3}}})
+				p := memProducer(t, c, n, BufferMemory(limit), BatchSize(512),
+					optFunc(func(c *config) error { c.regress.pooledOversize = oversize; return nil }))
+				var full atomic.Int32
+				for i := range 100 {
+					p.TryProduce(toPartition("t", int32(i%3), make([]byte, 100)), func(_ *Record, err error) {
+						if err == ErrBufferFull {
+							full.Add(1)
+						}
+					})
+				}
+				p.mu.Lock()
+				waiting := len(p.topics["t"].waiting)
+				p.mu.Unlock()
+				require.Greater(t, waiting, 40, "the records wait for the topic's metadata")
+				var most int64
+				for range 200 { // 20 ms: the metadata, the placing, the first answers
+					most = max(most, p.mem.Held())
+					time.Sleep(100 * time.Microsecond)
+				}
+				t.Logf("%d records waited; held at most %d bytes of buffer.memory %d", waiting, most, limit)
+				require.Positive(t, full.Load(), "buffer.memory filled")
+				if oversize {
+					require.Greater(t, most, int64(3*limit), "negative control: the batches held pooled 4 KiB buffers")
+				} else {
+					require.LessOrEqual(t, most, int64(limit+keepBuffer), "bytes held past buffer.memory plus one buffer")
+				}
+				require.NoError(t, p.Flush(context.Background()))
 				require.Zero(t, p.mem.Held(), "every byte comes back")
 			})
 		})

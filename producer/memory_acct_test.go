@@ -116,14 +116,14 @@ func TestSmallBatchesTakeNoLargePooledBuffer(t *testing.T) {
 	}
 	small := &partitionState{}
 	for range 20 {
-		b := newBatch(small, time.Now())
+		b := newBatch(small, time.Now(), 1<<20)
 		require.LessOrEqual(t, b.builder.Cap(), keepBuffer, "a small partition took a large pooled buffer")
 		b.recycle()
 	}
 	big := &partitionState{bigBatches: true}
 	got := 0
 	for range 20 {
-		b := newBatch(big, time.Now())
+		b := newBatch(big, time.Now(), 1<<20)
 		if b.builder.Cap() > keepBuffer {
 			got++
 		}

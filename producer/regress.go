@@ -63,4 +63,9 @@ type regressions struct {
 	// repeats, each repeat taking a share of the dial budget (chaos seed
 	// 59654).
 	controlAddrsRepeat bool
+	// newBatch keeps a pooled buffer larger than any batch of this
+	// producer grows to (left by a producer with a larger batch.size): its
+	// capacity counted against buffer.memory, and records placed at once
+	// when their topic's metadata came forced many such buffers past it.
+	pooledOversize bool
 }

@@ -63,7 +63,7 @@ func (s *sender) split(ps *partitionState) {
 }
 
 func (s *sender) splitPart(ps *partitionState, b *batch, recs []protocol.Record, prs []pendingRecord, info protocol.BatchInfo, seq int32) *batch {
-	h := newBatch(ps, b.created)
+	h := newBatch(ps, b.created, s.p.batchBufferMost())
 	for i, r := range recs {
 		h.builder.Append(r.Timestamp, r.Key, r.Value, r.Headers)
 		h.records = append(h.records, prs[i])
