@@ -36,10 +36,32 @@ type pendingRecord struct {
 
 // waitingRecord is a record waiting for its topic's partitions.
 type waitingRecord struct {
-	pendingRecord
-	at   time.Time    // when Produce accepted it
-	data *copiedBytes // Produce's copy of its bytes
+	pendingRecord              // size includes extra
+	at            time.Time    // when Produce accepted it
+	data          *copiedBytes // Produce's copy of its bytes
+	// extra is buffer.memory held for the batch buffer the record may
+	// need once placed (waitingExtra), beyond its own size.
+	extra int
 }
+
+// waitingBuffer is the largest pooled buffer a batch opened for waiting
+// records takes (newBatch), and the start of a fresh one (growFor).
+const waitingBuffer = 512
+
+// waitingExtra is what a record waiting for its topic's partitions holds
+// of buffer.memory beyond its size: its share of the batch buffers it will
+// be placed in. Records wait only until metadata comes, and are then
+// placed all at once, under Producer.mu, where no batch can wait for
+// buffer.memory: a batch's growth past its records' bytes is forced then,
+// once per batch, not once per Produce, and with many partitions (a batch
+// each) the producer held several times buffer.memory (chaos seeds 2801,
+// 2992, 3591, 4544; 284 KiB of 64 KiB with 1,000 keyed partitions, 2 MiB
+// with 4 KiB buffers pooled). Held from Produce on, it makes Produce wait
+// as Force does. A batch opened for waiting records takes no pooled buffer
+// above waitingBuffer, and grows by doubling at most (growFor), so its
+// capacity is at most max(waitingBuffer, twice its bytes): its records'
+// sizes plus this extra cover it, and placing them forces nothing.
+func waitingExtra(size int) int { return size + waitingBuffer }
 
 // copiedBytes is a waiting record's key, value and headers, copied before
 // Produce returns (the caller may reuse its buffers from then on).
@@ -172,8 +194,8 @@ var (
 // limit), is dropped: another producer in the process, with a larger
 // batch.size, pooled it, and its capacity would count against
 // buffer.memory though no batch here can fill it (a producer of 512-byte
-// batches took 4 KiB buffers, and records placed at once when their
-// topic's metadata came forced several times buffer.memory).
+// batches that took 4 KiB buffers filled buffer.memory with records of a
+// thirtieth of it).
 func newBatch(ps *partitionState, now time.Time, most int) *batch {
 	var b *batch
 	if ps.bigBatches {
@@ -307,18 +329,24 @@ func (p *Producer) appendLocked(r *Record, cb Callback, size int) error {
 		}
 		now := time.Now()
 		t.used = now
-		t.waiting = append(t.waiting, waitingRecord{pendingRecord: pendingRecord{rec: r, cb: cb, size: size, gen: p.acceptLocked()}, at: now, data: copyRecordBytes(r)})
+		extra := 0
+		if !p.cfg.regress.waitingNoExtra {
+			extra = waitingExtra(size)
+			p.mem.Force(int64(extra)) // past the limit if need be: Produce then waits for releases
+		}
+		t.waiting = append(t.waiting, waitingRecord{pendingRecord: pendingRecord{rec: r, cb: cb, size: size + extra, gen: p.acceptLocked()},
+			at: now, data: copyRecordBytes(r), extra: extra})
 		return nil
 	}
 	pr := pendingRecord{rec: r, cb: cb, size: size, gen: p.gen}
-	if err := p.placeLocked(t, pr, nil, time.Time{}); err != nil {
+	if err := p.placeLocked(t, pr, nil, 0, time.Time{}); err != nil {
 		return err
 	}
 	p.acceptLocked()
 	return nil
 }
 
-func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, now time.Time) error {
+func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, extra int, now time.Time) error {
 	n := int32(len(t.parts))
 	r := pr.rec
 	var idx int32
@@ -374,7 +402,11 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, 
 			p.pc.clockBase = now
 		}
 		t.used = now
-		b = newBatch(ps, now, p.batchBufferMost())
+		most := p.batchBufferMost()
+		if d != nil && !p.cfg.regress.waitingNoExtra {
+			most = min(most, waitingBuffer) // what waitingExtra covers
+		}
+		b = newBatch(ps, now, most)
 		ps.open = b
 		ps.lingerHeld = ps.lingerHeld && p.cfg.regress.keepHeldMark // a new batch: its linger is looked at afresh
 		if !ps.inActive {
@@ -392,7 +424,7 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, 
 		b.builder.Append(r.Timestamp.UnixMilli(), r.Key, r.Value, r.Headers)
 	}
 	b.records = append(b.records, pr)
-	b.memory += int64(pr.size)
+	b.memory += int64(pr.size + extra) // sealing settles it to the buffer's capacity
 	p.growMemory(b)
 	full := protocol.RecordBatchOverhead+b.builder.EncodedLen() >= p.cfg.batchSize
 	if full {
@@ -548,8 +580,9 @@ func (p *Producer) setPartitionsLocked(t *topicState, count int32, now time.Time
 	var flushNow []*partitionState // hold records a Flush waits for
 	for _, w := range waiting {
 		pr := w.pendingRecord
-		if err := p.placeLocked(t, pr, w.data, now); err != nil {
-			p.failRecordLocked(pr, err)
+		pr.size -= w.extra // the batch holds the extra (placeLocked), the record its size
+		if err := p.placeLocked(t, pr, w.data, w.extra, now); err != nil {
+			p.failRecordLocked(w.pendingRecord, err)
 			continue
 		}
 		if p.flushed && pr.gen <= p.flushedGen {

@@ -88,31 +88,73 @@ func TestBufferMemoryBoundWithPooledBuffers(t *testing.T) {
 	}
 }
 
-// TestPooledBufferAboveBatchSizeDropped: records produced before their
-// topic's metadata wait, and are placed at once when it comes, each batch
-// forcing its buffer's capacity past buffer.memory (no Produce can take
-// bytes meanwhile, but the placing cannot wait). A producer of 512-byte
-// batches in a process whose other producers pooled 4 KiB buffers took
-// them for those batches (chaos seeds 97, 99, 105, 265 with 4 KiB buffers
-// pooled: up to 9 times buffer.memory held); it drops a pooled buffer above
-// the largest its batches grow to (newBatch), so the bytes held stay
-// within buffer.memory plus one buffer. Negative control
-// (regress.pooledOversize): keeping them, the producer holds several times
-// buffer.memory.
+// TestPooledBufferAboveBatchSizeDropped: a producer of 512-byte batches
+// in a process whose other producers pooled 4 KiB buffers drops those
+// (newBatch): a batch holding one would count 4 KiB of buffer.memory for
+// at most 512 bytes, and buffer.memory would fill with room no batch can
+// use. With the broker stalled, the records buffered before buffer.memory
+// is full hold at least half of it. Negative control
+// (regress.pooledOversize): keeping the pooled buffers, they hold less
+// than a quarter.
 func TestPooledBufferAboveBatchSizeDropped(t *testing.T) {
 	const limit = 8192
 	for _, oversize := range []bool{false, true} {
 		t.Run(map[bool]string{false: "fixed", true: "negative-control"}[oversize], func(t *testing.T) {
-			poolBuffers(64, keepBuffer)
+			synctest.Test(t, func(t *testing.T) {
+				c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 3}}})
+				p := memProducer(t, c, n, BufferMemory(limit), BatchSize(512), DeliveryTimeout(2*time.Hour), RequestTimeout(time.Hour),
+					optFunc(func(c *config) error { c.regress.pooledOversize = oversize; return nil }))
+				ctx := context.Background()
+				require.NoError(t, p.ProduceSync(ctx, toPartition("t", 0, []byte("warm"))).FirstErr(), "topic known")
+				poolBuffers(64, keepBuffer)
+				c.Stall(0, time.Minute)
+				records := 0
+				for i := 0; i < 1000; i++ {
+					var full atomic.Bool
+					r := toPartition("t", int32(i%3), make([]byte, 100))
+					p.TryProduce(r, func(_ *Record, err error) { full.Store(err == ErrBufferFull) })
+					synctest.Wait()
+					if full.Load() {
+						break
+					}
+					records += recordMemory(r)
+				}
+				t.Logf("records of %d bytes buffered before buffer.memory %d was full", records, limit)
+				if oversize {
+					require.Less(t, records, limit/4, "negative control: the batches held 4 KiB buffers")
+				} else {
+					require.GreaterOrEqual(t, records, limit/2, "buffer.memory held room no batch could use")
+				}
+				require.NoError(t, p.Flush(ctx), "the accepted records are delivered once the broker answers")
+				require.Zero(t, p.mem.Held(), "every byte comes back")
+			})
+		})
+	}
+}
+
+// TestWaitingRecordsStayWithinBufferMemory: records produced before their
+// topic's metadata wait, and are placed all at once when it comes, where
+// no batch can wait for buffer.memory; each holds its share of the batch
+// buffers it will need from Produce on (waitingExtra), so placing 1,000
+// keyed records over 300 partitions (a batch each), with 4 KiB buffers
+// pooled, holds no more than buffer.memory plus one buffer. Negative
+// control (regress.waitingNoExtra): holding only their sizes, and taking
+// the pooled buffers, they held many times buffer.memory (chaos seeds
+// 2801, 2992, 3591, 4544 with 4 KiB buffers pooled).
+func TestWaitingRecordsStayWithinBufferMemory(t *testing.T) {
+	const limit, parts = 65536, 300
+	for _, noExtra := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fixed", true: "negative-control"}[noExtra], func(t *testing.T) {
+			poolBuffers(400, keepBuffer) // within batch.size: kept (TestPooledBufferAboveBatchSizeDropped)
 			synctest.Test(t, func(t *testing.T) {
 				// A round trip of 5 ms: the records below, produced
 				// without a pause, all wait for the topic's metadata.
-				c, n := memCluster(t, broker.Config{RTT: 5 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: 3}}})
-				p := memProducer(t, c, n, BufferMemory(limit), BatchSize(512),
-					optFunc(func(c *config) error { c.regress.pooledOversize = oversize; return nil }))
+				c, n := memCluster(t, broker.Config{RTT: 5 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: parts}}})
+				p := memProducer(t, c, n, BufferMemory(limit), BatchSize(16384),
+					optFunc(func(c *config) error { c.regress.waitingNoExtra = noExtra; return nil }))
 				var full atomic.Int32
-				for i := range 100 {
-					p.TryProduce(toPartition("t", int32(i%3), make([]byte, 100)), func(_ *Record, err error) {
+				for i := range 1000 {
+					p.TryProduce(toPartition("t", int32(i%parts), make([]byte, 100)), func(_ *Record, err error) {
 						if err == ErrBufferFull {
 							full.Add(1)
 						}
@@ -121,7 +163,6 @@ func TestPooledBufferAboveBatchSizeDropped(t *testing.T) {
 				p.mu.Lock()
 				waiting := len(p.topics["t"].waiting)
 				p.mu.Unlock()
-				require.Greater(t, waiting, 40, "the records wait for the topic's metadata")
 				var most int64
 				for range 200 { // 20 ms: the metadata, the placing, the first answers
 					most = max(most, p.mem.Held())
@@ -129,8 +170,9 @@ func TestPooledBufferAboveBatchSizeDropped(t *testing.T) {
 				}
 				t.Logf("%d records waited; held at most %d bytes of buffer.memory %d", waiting, most, limit)
 				require.Positive(t, full.Load(), "buffer.memory filled")
-				if oversize {
-					require.Greater(t, most, int64(3*limit), "negative control: the batches held pooled 4 KiB buffers")
+				require.Greater(t, waiting, 50, "the records waited for the topic's metadata")
+				if noExtra {
+					require.Greater(t, most, int64(3*limit), "negative control: a batch buffer each, forced past buffer.memory")
 				} else {
 					require.LessOrEqual(t, most, int64(limit+keepBuffer), "bytes held past buffer.memory plus one buffer")
 				}

@@ -73,4 +73,9 @@ type regressions struct {
 	// capacity counted against buffer.memory, and records placed at once
 	// when their topic's metadata came forced many such buffers past it.
 	pooledOversize bool
+	// Records waiting for their topic's partitions hold only their size
+	// of buffer.memory, and their batches take any pooled buffer: placed
+	// at once when metadata came, they forced a batch buffer each past it
+	// (waitingExtra).
+	waitingNoExtra bool
 }
