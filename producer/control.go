@@ -191,6 +191,7 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult) {
 		}
 	}
 	again := false
+	var leaders []leaderUpdate
 	s.p.mu.Lock()
 	for name, tm := range res.Topics {
 		t := s.p.topics[name]
@@ -235,7 +236,7 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult) {
 				leader, epoch = -1, -1
 			}
 			if int(pm.Partition) < len(t.parts) {
-				s.updateLeader(t.parts[pm.Partition], leader, epoch)
+				leaders = append(leaders, leaderUpdate{t.parts[pm.Partition], leader, epoch})
 			}
 		}
 	}
@@ -245,6 +246,12 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult) {
 		}
 	}
 	s.p.mu.Unlock()
+	// Applied outside Producer.mu: a leader change reports
+	// HookWindowChanged, and a hook may call InFlightLimit, Stats or
+	// Produce, which take the lock (the sender deadlocked on itself).
+	for _, u := range leaders {
+		s.updateLeader(u.ps, u.leader, u.epoch)
+	}
 	if again {
 		s.metaFailures++
 		s.metaRetryAt = now.Add(s.backoff(s.metaFailures))
@@ -286,6 +293,13 @@ func checkPartitions(parts []protocol.PartitionMetadata) error {
 		seen[pm.Partition] = true
 	}
 	return nil
+}
+
+// leaderUpdate is a partition's leader as a Metadata answer named it,
+// applied by applyMetadata once Producer.mu is released.
+type leaderUpdate struct {
+	ps            *partitionState
+	leader, epoch int32
 }
 
 // updateLeader records a partition's leader from metadata or a KIP-951

@@ -27,6 +27,20 @@ func (s *sender) shutdown() {
 		f()
 	}
 	p := s.p
+	// Attempts in flight are reported before Producer.mu is taken: a hook
+	// may call Stats or Produce, which take it (Close deadlocked). No
+	// topic is added meanwhile: p.closed is set.
+	p.mu.Lock()
+	var inflight []*batch
+	for _, t := range p.topics {
+		for _, ps := range t.parts {
+			inflight = append(inflight, ps.inflight...)
+		}
+	}
+	p.mu.Unlock()
+	for _, b := range inflight {
+		s.cfg.hooks.batchRejected(s, -1, b, ErrClosed, false)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, t := range p.topics {
@@ -36,7 +50,6 @@ func (s *sender) shutdown() {
 		t.waiting = nil
 		for _, ps := range t.parts {
 			for len(ps.inflight) > 0 {
-				s.cfg.hooks.batchRejected(s, -1, ps.inflight[0], ErrClosed, false)
 				s.failBatch(ps.inflight[0], ErrClosed, true)
 			}
 			for len(ps.retry) > 0 {

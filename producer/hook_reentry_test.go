@@ -1,0 +1,142 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-kafka/longhaul/internal/broker"
+)
+
+// reentrantHook calls the Producer's non-waiting methods from its hooks, as
+// a metrics hook reading InFlightLimit (named by HookWindowChanged's doc)
+// or Stats would. The Hook contract forbids only the methods that wait
+// (Flush, ProduceSync, Close), and windowsChanged says a hook may call
+// Produce. Each call runs on a goroutine of its own and is given
+// stuckAfter to return: a call still blocked then means the hook ran with
+// Producer.mu held, and would deadlock the sender if made directly (the
+// hook then returns, so a failing run ends instead of hanging).
+type reentrantHook struct {
+	p *Producer // set once New returned, before anything is produced
+
+	mu      sync.Mutex
+	windows []windowChange
+	rejects int
+	stuck   []string // the hook and call that found Producer.mu held
+}
+
+const stuckAfter = 10 * time.Second
+
+func (h *reentrantHook) call(where string, f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(stuckAfter):
+		h.mu.Lock()
+		h.stuck = append(h.stuck, where)
+		h.mu.Unlock()
+	}
+}
+
+func (h *reentrantHook) OnWindowChanged(topic string, partition int32, old, new int, why WindowCause) {
+	h.call("OnWindowChanged("+why.String()+") -> InFlightLimit", func() { h.p.InFlightLimit(topic, partition) })
+	h.mu.Lock()
+	h.windows = append(h.windows, windowChange{topic, partition, old, new, why})
+	h.mu.Unlock()
+}
+
+func (h *reentrantHook) OnBatchRejected(BatchInfo, error, bool) {
+	h.call("OnBatchRejected -> Stats", func() { h.p.Stats() })
+	h.call("OnBatchRejected -> TryProduce", func() { h.p.TryProduce(&Record{Topic: "other", Value: []byte("x")}, nil) })
+	h.mu.Lock()
+	h.rejects++
+	h.mu.Unlock()
+}
+
+func (h *reentrantHook) snapshot() (windows []windowChange, rejects int, stuck []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]windowChange(nil), h.windows...), h.rejects, append([]string(nil), h.stuck...)
+}
+
+// TestHookMayReadProducerOnLeaderChangeFromMetadata: a partition whose
+// learned window (20) falls back to 5 because metadata names a new leader
+// reports WindowLeaderChange to a hook that may call InFlightLimit. The
+// change applied from a Metadata answer ran the hook with Producer.mu held
+// (applyMetadata), so that call deadlocked the sender: no partition sent
+// again, and Close never returned.
+func TestHookMayReadProducerOnLeaderChangeFromMetadata(t *testing.T) {
+	c := startCluster(t, broker.Config{Nodes: 2, Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
+	h := &reentrantHook{}
+	p := newTestProducer(t, c, Hooks(h), MetadataMaxAge(50*time.Millisecond))
+	h.p = p
+
+	produceN(t, p, "t", 0, "a", 3)
+	windows, _, _ := h.snapshot()
+	require.Equal(t, []windowChange{{"t", 0, 5, 20, WindowLearned}}, windows)
+
+	// Nothing in flight: the periodic metadata refresh, not a produce
+	// answer's KIP-951 hint, moves the partition.
+	require.NoError(t, c.MoveLeader("t", 0, 1))
+	waitFor(t, "the leader change to be reported", func() bool {
+		windows, _, stuck := h.snapshot()
+		return len(windows) == 2 || len(stuck) > 0
+	})
+	windows, _, stuck := h.snapshot()
+	require.Empty(t, stuck, "a hook ran with Producer.mu held")
+	require.Equal(t, windowChange{"t", 0, 20, 5, WindowLeaderChange}, windows[1])
+
+	// The producer goes on at the new leader.
+	produceN(t, p, "t", 0, "b", 3)
+	require.Len(t, c.Records("t", 0), 6)
+}
+
+// TestHookMayReadProducerWhenCloseFailsInFlight: Close reports each batch
+// still in flight to HookBatchRejected (ErrClosed, not retrying); a hook
+// that calls Stats or TryProduce there must not find Producer.mu held
+// (shutdown called it inside the lock, and Close never returned).
+func TestHookMayReadProducerWhenCloseFailsInFlight(t *testing.T) {
+	c := startCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
+	h := &reentrantHook{}
+	p := newTestProducer(t, c, Hooks(h))
+	h.p = p
+	produceN(t, p, "t", 0, "a", 1) // connected, producer id known
+
+	c.Stall(0, time.Hour) // the next batch stays in flight
+	var (
+		mu   sync.Mutex
+		errs []error
+	)
+	for i := range 3 {
+		r := &Record{Topic: "t", Value: []byte{'b', byte('0' + i)}}
+		r.SetPartition(0)
+		p.Produce(context.Background(), r, func(_ *Record, err error) {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		})
+	}
+	waitFor(t, "a batch in flight", func() bool { st := p.Stats(); return len(st.Partitions) > 0 && st.Partitions[0].InFlight > 0 })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, p.Close(ctx), context.DeadlineExceeded)
+	_, rejects, stuck := h.snapshot()
+	require.Empty(t, stuck, "a hook ran with Producer.mu held")
+	require.Positive(t, rejects)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, errs, 3)
+	for _, err := range errs {
+		assert.True(t, errors.Is(err, ErrClosed) && IsFateUnknown(err), "%v", err)
+	}
+}
