@@ -25,8 +25,8 @@ import (
 //   - It returns a partition in [0, numPartitions), or [StickyPartition] to
 //     put the record on the topic's sticky partition (what the default
 //     does for records without a key). Any other value, or a non-nil
-//     error, fails that record alone with [ErrInvalidRecord] through its
-//     callback; the producer goes on.
+//     error, or a panic, fails that record alone with [ErrInvalidRecord]
+//     through its callback; the producer goes on.
 //   - It must not keep r, nor change it.
 //
 // numPartitions is the topic's count in the latest metadata, so keys map
@@ -264,7 +264,7 @@ func placeWith(pt Partitioner, t *topicState, r *Record, n int32) (idx int32, st
 	if _, ok := pt.(randomPartitioner); ok {
 		return t.sticky.rand.Int32N(n), false, nil // the producer's source (randSources), not math/rand
 	}
-	idx, err = pt.Partition(r, n)
+	idx, err = callPartitioner(pt, r, n)
 	switch {
 	case err != nil:
 		return 0, false, fmt.Errorf("%w: partitioner %T for topic %s: %w", ErrInvalidRecord, pt, t.name, err)
@@ -274,4 +274,17 @@ func placeWith(pt Partitioner, t *topicState, r *Record, n int32) (idx int32, st
 		return 0, false, fmt.Errorf("%w: partitioner %T returned partition %d; topic %s has partitions 0..%d", ErrInvalidRecord, pt, idx, t.name, n-1)
 	}
 	return idx, false, nil
+}
+
+// callPartitioner calls pt.Partition, turning a panic into an error: it
+// runs with Producer.mu held, on the caller's goroutine or the sender's,
+// so a panic would leave the lock held for good (or end the program), and
+// the contract promises that a bad placement fails the record alone.
+func callPartitioner(pt Partitioner, r *Record, n int32) (idx int32, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			idx, err = 0, fmt.Errorf("panic in Partition: %v", v)
+		}
+	}()
+	return pt.Partition(r, n)
 }
