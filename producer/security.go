@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 )
 
@@ -182,13 +183,31 @@ func (c *config) oauthFromProperties() error {
 	if scope := c.jaas["scope"]; scope != "" {
 		cc.Scopes = strings.Fields(strings.ReplaceAll(scope, ",", " "))
 	}
-	ts := cc.TokenSource(context.Background())
-	c.sasl = oauth.Oauth(func(context.Context) (oauth.Auth, error) {
-		tok, err := ts.Token()
-		if err != nil {
-			return oauth.Auth{}, fmt.Errorf("oauthbearer token from %s: %w", c.oauthTokenURL, err)
+	// Fetched with the dial's context, not a TokenSource's (fixed at
+	// creation, and Background here): a stalled endpoint then ends with
+	// the dial, and Close, which waits for dials, is not held by it. One
+	// dial fetches at a time, so concurrent dials share a token; the others
+	// wait for it until their own context ends.
+	var (
+		turn   = make(chan struct{}, 1) // held while using cached
+		cached *oauth2.Token
+	)
+	tokenURL := c.oauthTokenURL
+	c.sasl = oauth.Oauth(func(ctx context.Context) (oauth.Auth, error) {
+		select {
+		case turn <- struct{}{}:
+		case <-ctx.Done():
+			return oauth.Auth{}, fmt.Errorf("oauthbearer token from %s: %w", tokenURL, ctx.Err())
 		}
-		return oauth.Auth{Token: tok.AccessToken}, nil
+		defer func() { <-turn }()
+		if !cached.Valid() { // nil, or expiring within oauth2's 10 s margin
+			tok, err := cc.Token(ctx)
+			if err != nil {
+				return oauth.Auth{}, fmt.Errorf("oauthbearer token from %s: %w", tokenURL, err)
+			}
+			cached = tok
+		}
+		return oauth.Auth{Token: cached.AccessToken}, nil
 	})
 	return nil
 }
