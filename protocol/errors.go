@@ -33,8 +33,10 @@ var (
 	// ErrMalformedResponse means a response could not be decoded: a bad
 	// header, a body that does not decode (kmsg's decoder, or ours for
 	// Produce, which rejects what kmsg rejects), or a tagged field of the
-	// wrong size ([BatchesToRetain]). On a [Conn] it kills the connection,
-	// except the last, which only [BatchesToRetain] reports.
+	// wrong size ([BatchesToRetain]), or an answer that decodes but cannot
+	// be true ([InitProducerID] without an identity). On a [Conn] it kills
+	// the connection, except the last two, which only [BatchesToRetain]
+	// and [InitProducerID] report.
 	ErrMalformedResponse = errors.New("protocol: malformed response")
 
 	// ErrMalformedRequest means a request frame could not be decoded by

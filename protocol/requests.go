@@ -115,7 +115,10 @@ func metadata(ctx context.Context, c *Conn, topics []string, autoCreate bool) (*
 // epoch to bump the epoch (KIP-360, needs InitProducerId v3+, otherwise an
 // error wrapping [ErrUnsupportedVersion]). timeout is sent as the
 // transaction timeout; 0 sends math.MaxInt32 ms as the Java idempotent
-// producer does. A non-zero errorCode comes with id -1. A broker without
+// producer does. A non-zero errorCode comes with id -1. An answer without
+// an error code whose id or epoch is negative (no identity: id -1 marks
+// batches without idempotence) is an error wrapping
+// [ErrMalformedResponse]; the connection stays usable. A broker without
 // InitProducerId (before Kafka 0.11) gives an error wrapping both
 // [ErrIdempotenceUnsupported] and [ErrUnsupportedVersion].
 func InitProducerID(ctx context.Context, c *Conn, producerID int64, epoch int16, timeout time.Duration) (id int64, newEpoch int16, errorCode int16, err error) {
@@ -139,6 +142,12 @@ func InitProducerID(ctx context.Context, c *Conn, producerID int64, epoch int16,
 	resp := r.(*kmsg.InitProducerIDResponse)
 	if resp.ErrorCode != 0 {
 		return -1, -1, resp.ErrorCode, nil
+	}
+	if resp.ProducerID < 0 || resp.ProducerEpoch < 0 {
+		// Id -1 is what batches without idempotence carry: taken as an
+		// identity, it would have the broker write retries again.
+		return -1, -1, 0, fmt.Errorf("%w: InitProducerId from %s gave producer id %d epoch %d without an error code",
+			ErrMalformedResponse, c.Addr(), resp.ProducerID, resp.ProducerEpoch)
 	}
 	return resp.ProducerID, resp.ProducerEpoch, 0, nil
 }

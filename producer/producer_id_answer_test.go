@@ -1,0 +1,100 @@
+package producer
+
+import (
+	"bufio"
+	"encoding/binary"
+	"net"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/longhaul-kafka/longhaul/internal/broker"
+	"github.com/longhaul-kafka/longhaul/internal/memnet"
+	"github.com/longhaul-kafka/longhaul/protocol"
+)
+
+// editProxy relays every request of a one-node cluster and its answer,
+// pointing Metadata's brokers at itself, and lets edit change any decoded
+// answer before it is relayed.
+func editProxy(t *testing.T, n *memnet.Network, upstream string, edit func(kmsg.Response)) string {
+	return relay(t, n, upstream, func(self string, c, up net.Conn) {
+		host, port, _ := net.SplitHostPort(self)
+		p, _ := strconv.Atoi(port)
+		defer c.Close()
+		defer up.Close()
+		cr, ur := bufio.NewReader(c), bufio.NewReader(up)
+		for {
+			frame, err := protocol.ReadFrame(cr, nil, 0)
+			if err != nil {
+				return
+			}
+			h, req, err := protocol.ParseRequest(frame)
+			if err != nil {
+				return
+			}
+			if _, err := up.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(frame))), frame...)); err != nil {
+				return
+			}
+			resp, err := protocol.ReadFrame(ur, nil, 0)
+			if err != nil {
+				return
+			}
+			w := append(binary.BigEndian.AppendUint32(nil, uint32(len(resp))), resp...)
+			if h.Key == 3 || h.Key == 22 {
+				r, err := protocol.ParseResponse(resp, req, h.CorrelationID)
+				if err != nil {
+					return
+				}
+				if md, ok := r.(*kmsg.MetadataResponse); ok {
+					for i := range md.Brokers {
+						md.Brokers[i].Host, md.Brokers[i].Port = host, int32(p)
+					}
+				}
+				edit(r)
+				w = protocol.AppendResponse(nil, h.CorrelationID, r)
+			}
+			if _, err := c.Write(w); err != nil {
+				return
+			}
+		}
+	})
+}
+
+// TestInitProducerIDWithoutIdentityIsNotTaken: an InitProducerId answer
+// without an error code but with producer id -1 (what batches without
+// idempotence carry) must not become the producer's identity. Taken, it
+// made every batch non-idempotent: the broker wrote a retry of a batch
+// whose answer was lost a second time, and the producer reported both
+// copies' records as delivered once. The answer is now refused as
+// malformed and asked again.
+func TestInitProducerIDWithoutIdentityIsNotTaken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
+		var bad atomic.Int32
+		addr := editProxy(t, n, c.Addr(), func(r kmsg.Response) {
+			if ip, ok := r.(*kmsg.InitProducerIDResponse); ok && bad.Add(1) == 1 {
+				ip.ProducerID, ip.ProducerEpoch = -1, -1
+			}
+		})
+		p := memProducer(t, c, n, BootstrapServers(addr), DeliveryTimeout(time.Minute))
+		c.DropProduceResponses(0, 1) // the first batch is written, its answer lost: retried
+		recs := make([]*Record, 5)
+		for i := range recs {
+			recs[i] = &Record{Topic: "t", Value: []byte{'v', byte('0' + i)}}
+			recs[i].SetPartition(0)
+		}
+		require.NoError(t, p.ProduceSync(t.Context(), recs...).FirstErr())
+		log := c.Records("t", 0)
+		require.Len(t, log, len(recs), "each record once")
+		for _, r := range log {
+			require.GreaterOrEqual(t, r.ProducerID, int64(0), "written without idempotence")
+		}
+		require.GreaterOrEqual(t, p.Stats().ProducerID, int64(0))
+		require.Greater(t, bad.Load(), int32(1), "InitProducerId asked again")
+	})
+}
