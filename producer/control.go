@@ -429,6 +429,14 @@ func (s *sender) initDone(askedPID, id int64, epoch int16, code int16) {
 		s.initFailed(err)
 		return
 	}
+	if s.haveID && id == s.pid && epoch <= s.epoch && !s.cfg.regress.sameIdentityTaken {
+		// Not a new identity: the broker keeps our old batches' sequence
+		// numbers under it, and the renumbered ones, from 0, would match
+		// them as duplicates, acked and never written.
+		s.needNewID = true
+		s.initFailed(fmt.Errorf("producer: InitProducerId gave back producer id %d epoch %d, not newer than ours (epoch %d)", id, epoch, s.epoch))
+		return
+	}
 	s.idBusy = false
 	s.idFailures = 0
 	s.lastIDErr = nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
@@ -96,5 +97,60 @@ func TestInitProducerIDWithoutIdentityIsNotTaken(t *testing.T) {
 		}
 		require.GreaterOrEqual(t, p.Stats().ProducerID, int64(0))
 		require.Greater(t, bad.Load(), int32(1), "InitProducerId asked again")
+	})
+}
+
+// TestInitProducerIDSameIdentityIsNotTaken: after INVALID_PRODUCER_EPOCH
+// the producer asks InitProducerId for a new identity and renumbers its
+// unacknowledged batches from sequence 0 under it. An answer giving back
+// the identity it already had (same id, same epoch) would have the broker
+// match the renumbered batch against the one it wrote under that identity
+// at sequence 0 and answer DUPLICATE_SEQUENCE_NUMBER: the records would be
+// reported delivered and never be written. Such an answer is refused
+// and asked again.
+func TestInitProducerIDSameIdentityIsNotTaken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
+		var (
+			answers  atomic.Int32
+			firstID  atomic.Int64
+			firstEp  atomic.Int32
+			replayed atomic.Bool
+		)
+		addr := editProxy(t, n, c.Addr(), func(r kmsg.Response) {
+			ip, ok := r.(*kmsg.InitProducerIDResponse)
+			if !ok || ip.ErrorCode != 0 {
+				return
+			}
+			if answers.Add(1) == 1 {
+				firstID.Store(ip.ProducerID)
+				firstEp.Store(int32(ip.ProducerEpoch))
+				return
+			}
+			if replayed.CompareAndSwap(false, true) {
+				ip.ProducerID, ip.ProducerEpoch = firstID.Load(), int16(firstEp.Load())
+			}
+		})
+		p := memProducer(t, c, n, BootstrapServers(addr), DeliveryTimeout(time.Minute))
+		batch := func(prefix byte) []*Record {
+			recs := make([]*Record, 5)
+			for i := range recs {
+				recs[i] = &Record{Topic: "t", Value: []byte{prefix, byte('0' + i)}}
+				recs[i].SetPartition(0)
+			}
+			return recs
+		}
+		require.NoError(t, p.ProduceSync(t.Context(), batch('a')...).FirstErr())
+		// The next batch is refused as fenced: a new identity is asked for.
+		c.InjectError("t", 0, kerr.InvalidProducerEpoch.Code, 1)
+		b := batch('b')
+		require.NoError(t, p.ProduceSync(t.Context(), b...).FirstErr())
+		require.True(t, replayed.Load(), "the old identity was given back")
+		log := c.Records("t", 0)
+		require.Len(t, log, 10, "every record reported delivered is in the log")
+		for i, r := range b {
+			require.GreaterOrEqual(t, r.Offset, int64(0), "record %d delivered without an offset", i)
+			require.Equal(t, r.Value, log[r.Offset].Value)
+		}
 	})
 }

@@ -78,4 +78,8 @@ type regressions struct {
 	// at once when metadata came, they forced a batch buffer each past it
 	// (waitingExtra).
 	waitingNoExtra bool
+	// An InitProducerId answer giving back the identity the producer had
+	// is taken: the batches renumbered from 0 are matched as duplicates
+	// of the ones written under it (acked, never written).
+	sameIdentityTaken bool
 }

@@ -38,6 +38,9 @@ var regressKnobs = map[string]struct {
 	// would not find them.
 	"oooProvesUnwritten": {func(r *regressions) { r.oooProvesUnwritten = true }, "TestMixedFaultOutOfOrderPastGapFailsFateUnknown", false},
 	"splitMaybeWritten":  {func(r *regressions) { r.splitMaybeWritten = true }, "TestMixedFaultMaybeWrittenBatchNotSplit", false},
+	// A broker (or proxy) bug Kafka does not have; not in the chaos
+	// vocabulary.
+	"sameIdentityTaken": {func(r *regressions) { r.sameIdentityTaken = true }, "TestInitProducerIDSameIdentityIsNotTaken", false},
 }
 
 // regressFromEnv is the knob a parent test asked this process for.
