@@ -125,10 +125,12 @@ func IdleRearm(d time.Duration) Opt { return propOpt{"longhaul.idle.rearm.ms", m
 // Property sets one Kafka property by name, as NewFromProperties does.
 func Property(name, value string) Opt { return propOpt{name, value} }
 
-// TLS makes every connection use TLS with cfg (cloned per connection).
-// Default: plain TCP.
+// TLS makes every connection use TLS with a copy of cfg taken when the
+// option is applied, so later changes to cfg do not reach the producer;
+// an empty ServerName verifies each broker's own host name. Default: plain
+// TCP.
 func TLS(cfg *tls.Config) Opt {
-	return optFunc(func(c *config) error { c.tls = cfg; return nil })
+	return optFunc(func(c *config) error { c.tls = cfg.Clone(); return nil })
 }
 
 // SASL authenticates every connection with m, for example
