@@ -2,8 +2,11 @@ package producer
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // expire fails what delivery.timeout.ms has run out for: records waiting for
@@ -21,7 +24,7 @@ import (
 func (s *sender) expire(now time.Time) (next time.Time) {
 	timeout := s.cfg.deliveryTimeout
 	p := s.p
-	idFatal := fatalCause(s.lastIDErr)
+	idFatal := idFatalCause(s.lastIDErr)
 	p.mu.Lock()
 	// Records waiting for their topic's partitions fail after max.block.ms
 	// (or delivery.timeout.ms if shorter), naming the last metadata error.
@@ -165,6 +168,18 @@ func nodeFatal(n *nodeState) error {
 		return nil
 	}
 	return fatalCause(n.lastErr)
+}
+
+// idFatalCause is what fails batches at once while the producer has no
+// usable id: a fatal dial error (fatalCause) of the control connection,
+// or InitProducerId refused for want of the right to write idempotently
+// (CLUSTER_AUTHORIZATION_FAILED; the Java producer's error is fatal too),
+// which retrying cannot fix until the ACLs change. Nil otherwise.
+func idFatalCause(err error) error {
+	if errors.Is(err, kerr.ClusterAuthorizationFailed) || errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+		return fmt.Errorf("producer: InitProducerId refused: %w", err)
+	}
+	return fatalCause(err)
 }
 
 // idFatal returns idFatal while the producer id is missing or being
