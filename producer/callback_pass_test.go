@@ -20,23 +20,25 @@ import (
 
 // TestMemoryReleasedPerCompletion: buffer.memory is released after each
 // completion's callbacks, not at the end of the callback goroutine's pass
-// (callbacks.go): a callback may block in Produce waiting for bytes an
-// earlier completion of the same pass held. Two batches acked while a slow
+// (callbacks.go): a callback's Produce, which does not wait for
+// buffer.memory, needs the bytes an earlier completion of the same pass
+// held. Two batches acked while a slow
 // callback holds the callback goroutine come back in one pass; the second
 // one's callback produces a record that fits only once the first one's
-// memory is back, and it gets it at once rather than when its context
-// ends.
+// memory is back, and it gets it at once rather than failing with
+// ErrBufferFull (Produce from a callback does not wait).
 func TestMemoryReleasedPerCompletion(t *testing.T) {
 	require.NoError(t, memoryPerCompletion(t, false), "the record produced from the callback")
 }
 
 // Negative control: with buffer.memory released at the end of the pass
 // (regress.releasePerPass) the record produced from the second callback
-// waits for bytes only the end of its own pass frees, until its context
-// ends.
+// finds buffer.memory full: only the end of its own pass frees the bytes,
+// and Produce from a callback does not wait for them (it would wait for
+// itself).
 func TestMemoryReleasedPerCompletionNegativeControl(t *testing.T) {
 	err := memoryPerCompletion(t, true)
-	require.ErrorIs(t, err, context.DeadlineExceeded, "the record produced from the callback waited for the end of the pass")
+	require.ErrorIs(t, err, ErrBufferFull, "the record produced from the callback found the bytes of the pass's first completion held")
 }
 
 // memoryPerCompletion builds the state TestMemoryReleasedPerCompletion

@@ -113,8 +113,9 @@ func (c completion) run(t *doneTally) {
 		// Released after the callbacks, so buffer.memory bounds records
 		// waiting for a slow callback too, and Produce blocks on them.
 		// Memory is released per completion, not per pass like the Flush
-		// counts: a callback may block in Produce waiting for the very
-		// bytes an earlier completion of the pass holds.
+		// counts: a callback's Produce (which fails with ErrBufferFull
+		// rather than wait) needs the very bytes an earlier completion
+		// of the pass holds.
 		c.release(t)
 		t.add(c.gen, 1)
 	}

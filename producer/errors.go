@@ -53,7 +53,9 @@ var ErrRecordTooLarge = errors.New("producer: record too large")
 var ErrInvalidRecord = errors.New("producer: invalid record")
 
 // ErrBufferFull is returned by TryProduce's callback when buffer.memory is
-// exhausted and the record was not accepted.
+// exhausted and the record was not accepted, and by Produce's when Produce
+// was called from a record callback (which must not wait for the bytes
+// that callbacks give back).
 var ErrBufferFull = errors.New("producer: buffer.memory full")
 
 // ErrTopicMetadata is the error of records whose topic the producer could

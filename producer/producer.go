@@ -166,7 +166,9 @@ func newProducer(cfg config) (*Producer, error) {
 // before being placed in a partition (invalid, closed, no metadata) are
 // called back from the same goroutine, except after Close has returned,
 // when Produce calls cb itself before returning. A callback must not block: hand slow
-// work to another goroutine. It may call Produce and TryProduce, but
+// work to another goroutine. It may call Produce and TryProduce (there
+// Produce does not wait for buffer.memory, which callbacks give back: when
+// it is full the record fails at once with [ErrBufferFull]), but
 // [Producer.Flush], [Producer.ProduceSync] and [Producer.Close], which wait
 // for callbacks, return [ErrInCallback] from a callback instead of
 // deadlocking. A nil cb ignores the outcome.
@@ -208,7 +210,17 @@ func (p *Producer) produce(ctx context.Context, r *Record, cb Callback, block bo
 		return
 	}
 	if block {
-		if err := p.mem.Acquire(ctx, int64(size)); err != nil {
+		err := ctx.Err()
+		if err == nil && !p.mem.TryAcquire(int64(size)) {
+			if p.cbs.onCallbackGoroutine() {
+				// Callbacks give buffer.memory back: waiting here would
+				// wait for itself.
+				p.reject(r, cb, fmt.Errorf("%w: Produce from a callback does not wait for it", ErrBufferFull))
+				return
+			}
+			err = p.mem.Acquire(ctx, int64(size))
+		}
+		if err != nil {
 			p.reject(r, cb, fmt.Errorf("producer: waiting for buffer.memory: %w", err))
 			return
 		}
