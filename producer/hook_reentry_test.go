@@ -27,7 +27,8 @@ type reentrantHook struct {
 	mu      sync.Mutex
 	windows []windowChange
 	rejects int
-	stuck   []string // the hook and call that found Producer.mu held
+	calls   map[string]int // probes per hook
+	stuck   []string       // the hook and call that found Producer.mu held
 }
 
 const stuckAfter = 10 * time.Second
@@ -62,6 +63,24 @@ func (h *reentrantHook) OnBatchRejected(BatchInfo, error, bool) {
 	h.mu.Unlock()
 }
 
+// probe reads the producer from a hook as a metrics hook would.
+func (h *reentrantHook) probe(where string) {
+	h.call(where+" -> InFlightLimit", func() { h.p.InFlightLimit("t", 0) })
+	h.call(where+" -> Stats", func() { h.p.Stats() })
+	h.mu.Lock()
+	h.calls[where]++
+	h.mu.Unlock()
+}
+
+func (h *reentrantHook) OnBatchSent(BatchInfo)                   { h.probe("OnBatchSent") }
+func (h *reentrantHook) OnBatchAcked(BatchInfo, int64)           { h.probe("OnBatchAcked") }
+func (h *reentrantHook) OnProducerID(int64, int16, int64, int16) { h.probe("OnProducerID") }
+func (h *reentrantHook) OnBrokerConnect(int32, string, error)    { h.probe("OnBrokerConnect") }
+func (h *reentrantHook) OnBrokerDisconnect(int32, string, error) {
+	h.probe("OnBrokerDisconnect")
+}
+func (h *reentrantHook) OnThrottle(int32, time.Duration) { h.probe("OnThrottle") }
+
 func (h *reentrantHook) snapshot() (windows []windowChange, rejects int, stuck []string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -76,7 +95,7 @@ func (h *reentrantHook) snapshot() (windows []windowChange, rejects int, stuck [
 // again, and Close never returned.
 func TestHookMayReadProducerOnLeaderChangeFromMetadata(t *testing.T) {
 	c := startCluster(t, broker.Config{Nodes: 2, Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
-	h := &reentrantHook{}
+	h := &reentrantHook{calls: map[string]int{}}
 	p := newTestProducer(t, c, Hooks(h), MetadataMaxAge(50*time.Millisecond))
 	h.p = p
 
@@ -98,6 +117,19 @@ func TestHookMayReadProducerOnLeaderChangeFromMetadata(t *testing.T) {
 	// The producer goes on at the new leader.
 	produceN(t, p, "t", 0, "b", 3)
 	require.Len(t, c.Records("t", 0), 6)
+
+	// Every other sender-side hook reads the producer too: a throttled
+	// answer, a reconnect.
+	c.SetProduceThrottle(1, time.Millisecond)
+	c.DropConnections(1)
+	produceN(t, p, "t", 0, "c", 3)
+	_, _, stuck = h.snapshot()
+	require.Empty(t, stuck, "a hook ran with Producer.mu held")
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, hook := range []string{"OnBatchSent", "OnBatchAcked", "OnProducerID", "OnBrokerConnect", "OnBrokerDisconnect", "OnThrottle"} {
+		assert.Positive(t, h.calls[hook], hook)
+	}
 }
 
 // TestHookMayReadProducerWhenCloseFailsInFlight: Close reports each batch
@@ -106,7 +138,7 @@ func TestHookMayReadProducerOnLeaderChangeFromMetadata(t *testing.T) {
 // (shutdown called it inside the lock, and Close never returned).
 func TestHookMayReadProducerWhenCloseFailsInFlight(t *testing.T) {
 	c := startCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
-	h := &reentrantHook{}
+	h := &reentrantHook{calls: map[string]int{}}
 	p := newTestProducer(t, c, Hooks(h))
 	h.p = p
 	produceN(t, p, "t", 0, "a", 1) // connected, producer id known

@@ -23,10 +23,12 @@ import (
 // block: while it runs, no partition sends or learns anything. A hook that
 // needs to do slow work (network, disk) copies what it needs and hands it to
 // its own goroutine. A hook must not call the Producer's methods that wait
-// (Flush, ProduceSync, Close): they would wait for the sender the hook is
-// holding. Calls on the sender goroutine are made one at a time, so a hook
-// used by one producer needs no lock for the state it keeps between them;
-// values it shares with other goroutines (a metrics scrape) need their own.
+// (Flush, ProduceSync, Close, and Produce, which waits while buffer.memory
+// is full): they would wait for the sender the hook is holding. It may call
+// TryProduce, Stats and InFlightLimit. Calls on the sender goroutine are
+// made one at a time, so a hook used by one producer needs no lock for the
+// state it keeps between them; values it shares with other goroutines (a
+// metrics scrape) need their own.
 //
 // Values passed to a hook belong to it only during the call, except the
 // *Record of OnRecordDone, which follows the rules of a callback.
@@ -337,7 +339,7 @@ func (hs *hookSet) windowChanged(s *sender, ps *partitionState, why WindowCause)
 // windowsChanged is windowChanged for every partition led by node, or
 // every partition when node is -1 (conns.go, dialed; control.go,
 // initDone). The hooks run after Producer.mu is released: a hook may call
-// Produce.
+// TryProduce, Stats and InFlightLimit.
 func (hs *hookSet) windowsChanged(s *sender, node int32, why WindowCause) {
 	if len(hs.window) == 0 {
 		return
