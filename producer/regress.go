@@ -82,4 +82,6 @@ type regressions struct {
 	// is taken: the batches renumbered from 0 are matched as duplicates
 	// of the ones written under it (acked, never written).
 	sameIdentityTaken bool
+	// A topic's partition list with no partitions passes checkPartitions.
+	emptyPartitionsTaken bool
 }

@@ -40,7 +40,8 @@ var regressKnobs = map[string]struct {
 	"splitMaybeWritten":  {func(r *regressions) { r.splitMaybeWritten = true }, "TestMixedFaultMaybeWrittenBatchNotSplit", false},
 	// A broker (or proxy) bug Kafka does not have; not in the chaos
 	// vocabulary.
-	"sameIdentityTaken": {func(r *regressions) { r.sameIdentityTaken = true }, "TestInitProducerIDSameIdentityIsNotTaken", false},
+	"sameIdentityTaken":    {func(r *regressions) { r.sameIdentityTaken = true }, "TestInitProducerIDSameIdentityIsNotTaken", false},
+	"emptyPartitionsTaken": {func(r *regressions) { r.emptyPartitionsTaken = true }, "TestMetadataWithoutPartitionsKeepsWhatWasKnown", false},
 }
 
 // regressFromEnv is the knob a parent test asked this process for.
