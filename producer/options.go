@@ -138,7 +138,9 @@ func TLS(cfg *tls.Config) Opt {
 // or scram.Auth{...}.AsSha256Mechanism(). Default: none. When the broker
 // limits the session (KIP-368, connections.max.reauth.ms), each connection
 // is drained and replaced by a newly authenticated one before its session
-// ends (see [ErrSessionRenewal]), so no batch is cut.
+// ends (see [ErrSessionRenewal]), so no batch is cut. m's Authenticate
+// (for oauth, its token function) must return soon after its ctx is done:
+// Close waits for the dials in progress.
 func SASL(m sasl.Mechanism) Opt {
 	return optFunc(func(c *config) error { c.sasl = m; return nil })
 }
@@ -149,7 +151,8 @@ func Logger(l *slog.Logger) Opt {
 }
 
 // Dialer replaces how connections are dialed (default net.Dialer), for
-// proxies and tests.
+// proxies and tests. dial must return soon after its ctx is done: Close
+// waits for the dials in progress.
 func Dialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) Opt {
 	return optFunc(func(c *config) error { c.dial = dial; return nil })
 }
