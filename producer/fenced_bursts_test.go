@@ -1,9 +1,12 @@
 package producer
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -42,6 +45,17 @@ var fencedVocabulary = []broker.Answer{
 // records per partition in small batches. It returns checkOutcome's
 // violations, and the schedule for the failure message.
 func fencedBurstsRun(t *testing.T, seed uint64, opts ...Opt) (violations []string, schedule string, newIDs int64) {
+	violations, schedule, newIDs, _ = fencedBurstsRunClose(t, seed, false, opts...)
+	return violations, schedule, newIDs
+}
+
+// fencedBurstsRunClose is fencedBurstsRun; with closeMidway the producer
+// is closed at a random moment of the schedule, with a random (often
+// already spent) Close budget, and ProduceSync calls with random contexts
+// run alongside. kinds counts the outcomes seen: "acked", "closed in flight" (ErrClosed,
+// fate unknown), "closed unsent", "withdrawn" (a ProduceSync context),
+// "in flight at ctx end" and "other failure".
+func fencedBurstsRunClose(t *testing.T, seed uint64, closeMidway bool, opts ...Opt) (violations []string, schedule string, newIDs int64, kinds map[string]int) {
 	synctest.Test(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 0x6f656e63))
 		const parts = 3
@@ -62,6 +76,40 @@ func fencedBurstsRun(t *testing.T, seed uint64, opts ...Opt) (violations []strin
 		schedule = sched.String()
 		p := memProducer(t, c, n, append([]Opt{BatchSize(200), DeliveryTimeout(30 * time.Second)}, opts...)...)
 		l := newLedger("f", "t")
+		ledgers := []*ledger{l}
+		var bg sync.WaitGroup
+		if closeMidway {
+			at := time.Duration(rng.IntN(200)) * time.Millisecond
+			budget := time.Duration(rng.IntN(3)) * time.Duration(rng.IntN(100)) * time.Millisecond
+			fmt.Fprintf(&sched, "; close at %v with %v", at, budget)
+			bg.Go(func() {
+				time.Sleep(at)
+				ctx, cancel := context.WithTimeout(context.Background(), budget)
+				defer cancel()
+				p.Close(ctx)
+			})
+			// ProduceSync with contexts ending at random moments: what it
+			// withdraws fails not written, what was sent may be written.
+			sl := newLedger("s", "t")
+			ledgers = append(ledgers, sl)
+			ends := make([]time.Duration, 5)
+			for i := range ends {
+				ends[i] = time.Duration(rng.IntN(50)) * time.Millisecond
+			}
+			bg.Go(func() {
+				for i, end := range ends {
+					ctx, cancel := context.WithTimeout(context.Background(), end)
+					rec := &Record{Topic: "t", Value: value("s", 0, i, 20)}
+					rec.SetPartition(0)
+					res := p.ProduceSync(ctx, rec)
+					cancel()
+					sl.mu.Lock()
+					sl.res[recKey{"s", 0, i}] = &recResult{calls: 1, err: res[0].Err}
+					sl.order[0] = append(sl.order[0], i)
+					sl.mu.Unlock()
+				}
+			})
+		}
 		for round := range 3 {
 			for part := range int32(parts) {
 				l.produce(p, part, 10, 20)
@@ -72,10 +120,52 @@ func fencedBurstsRun(t *testing.T, seed uint64, opts ...Opt) (violations []strin
 			violations = append(violations, "not every record was called back")
 			return
 		}
-		violations = checkOutcome(collectOutcome(c, "t", parts, l))
+		bg.Wait()
+		if closeMidway {
+			// ProduceSync's records still in flight when it returned
+			// finished by the time Close returned: the log is final.
+			require.NoError(t, p.Close(context.Background()))
+		}
+		o := collectOutcome(c, "t", parts, ledgers...)
+		// A record Produce refused because Close had begun (bare
+		// ErrClosed, never accepted) is not in its partition's stream:
+		// it may be called back before records accepted earlier, which
+		// Close fails once its budget ends.
+		for stream, seqs := range o.order {
+			var name string
+			var part int32
+			fmt.Sscanf(strings.Replace(stream, "/", " ", 1), "%s %d", &name, &part)
+			kept := seqs[:0]
+			for _, seq := range seqs {
+				var de *DeliveryError
+				if err := o.results[recKey{name, part, seq}].err; errors.Is(err, ErrClosed) && !errors.As(err, &de) {
+					continue
+				}
+				kept = append(kept, seq)
+			}
+			o.order[stream] = kept
+		}
+		violations = checkOutcome(o)
+		kinds = map[string]int{}
+		for _, r := range o.results {
+			switch err := r.err; {
+			case err == nil:
+				kinds["acked"]++
+			case errors.Is(err, ErrInFlight):
+				kinds["in flight at ctx end"]++
+			case errors.Is(err, ErrClosed) && IsFateUnknown(err):
+				kinds["closed in flight"]++
+			case errors.Is(err, ErrClosed):
+				kinds["closed unsent"]++
+			case errors.Is(err, context.DeadlineExceeded):
+				kinds["withdrawn"]++
+			default:
+				kinds["other failure"]++
+			}
+		}
 		newIDs, _ = c.InitProducerIDRequests()
 	})
-	return violations, schedule, newIDs
+	return violations, schedule, newIDs, kinds
 }
 
 // TestFencedAnswersInBursts: exactly once and in order per partition,
@@ -108,18 +198,48 @@ func TestFencedAnswersInBursts(t *testing.T) {
 // retrying a maybe-written batch instead of failing it is not caught, and
 // is not a bug of its own: before any bump the producer resends such a
 // batch under the old identity to learn its fate, sender.resolving, and
-// the broker answers DUPLICATE_SEQUENCE_NUMBER.)
+// the broker answers DUPLICATE_SEQUENCE_NUMBER.) The schedules with Close
+// midway catch it too.
 func TestFencedAnswersInBurstsNegativeControl(t *testing.T) {
-	bad := 0
-	for seed := range uint64(300) {
-		v, _, _ := fencedBurstsRun(t, seed+1, optFunc(func(c *config) error { c.regress.notLeaderNotWritten = true; return nil }))
-		if len(v) > 0 {
-			bad++
-			if bad == 1 {
-				t.Logf("seed %d: %v", seed+1, firstN(v, 3))
+	for _, closeMidway := range []bool{false, true} {
+		bad := 0
+		for seed := range uint64(300) {
+			v, _, _, _ := fencedBurstsRunClose(t, seed+1, closeMidway, optFunc(func(c *config) error { c.regress.notLeaderNotWritten = true; return nil }))
+			if len(v) > 0 {
+				bad++
+				if bad == 1 {
+					t.Logf("close midway %v: seed %d: %v", closeMidway, seed+1, firstN(v, 3))
+				}
 			}
 		}
+		require.Positive(t, bad, "close midway %v: no schedule caught the bug", closeMidway)
+		t.Logf("close midway %v: %d of 300 schedules caught it", closeMidway, bad)
 	}
-	require.Positive(t, bad, "no schedule caught the bug")
-	t.Logf("%d of 300 schedules caught it", bad)
+}
+
+// TestFencedAnswersWithCloseMidway: the same schedules, with Close at a
+// random moment (its budget often spent at once, so batches in flight,
+// waiting for a retry or for an epoch bump fail with ErrClosed) and
+// ProduceSync calls whose contexts end at random moments: still every
+// record called back once, in order, acknowledged ones in the log once,
+// ones failed without FateUnknown (withdrawn, closed before sending) not
+// in it.
+func TestFencedAnswersWithCloseMidway(t *testing.T) {
+	schedules := 300
+	if testing.Short() || raceEnabled {
+		schedules = 60
+	}
+	schedules = envInt("LONGHAUL_FENCED_SCHEDULES", schedules)
+	total := map[string]int{}
+	for seed := range uint64(schedules) {
+		v, sched, _, kinds := fencedBurstsRunClose(t, seed+1, true)
+		require.Empty(t, v, "seed %d: %s", seed+1, sched)
+		for k := range kinds {
+			total[k]++
+		}
+	}
+	t.Logf("schedules with each outcome: %v", total)
+	for _, k := range []string{"acked", "closed in flight", "closed unsent", "withdrawn", "in flight at ctx end"} {
+		require.Positive(t, total[k], "coverage: no schedule had a record %s", k)
+	}
 }
