@@ -76,7 +76,7 @@ func (s *sender) handleProduce(sr *sentRequest) {
 				offset = -1
 			}
 			s.cfg.hooks.batchAcked(s, sr.node.id, b, offset)
-			s.batchAcked(b, offset)
+			s.batchAcked(b, offset, now)
 		default:
 			s.p.limiter.Complete(sr.ir.Tickets[i], out)
 			s.cfg.hooks.windowChanged(s, b.part, WindowLearned)
@@ -267,10 +267,10 @@ func (e *brokerError) Unwrap() error { return e.err }
 
 // batchAcked reports success for every record of b. b has already left
 // ps.inflight.
-func (s *sender) batchAcked(b *batch, baseOffset int64) {
+func (s *sender) batchAcked(b *batch, baseOffset int64, now time.Time) {
 	ps := b.part
 	ps.failures = 0
-	ps.lastAck = time.Now()
+	ps.lastAck = now // the response's arrival: one clock read per response, not per batch
 	ps.ackedUpTo = max(ps.ackedUpTo, b.ord+1)
 	// A batch sent before b that the broker certainly did not write, yet b
 	// was written: the broker had no state for us and took b out of order
