@@ -160,7 +160,8 @@ type result struct {
 	heapActive, heapIdle int64
 	bufferBytes          int64
 	// idleCPU is the client's CPU seconds per second while idle (--heap),
-	// measured over idleWindow once everything is acknowledged.
+	// measured over idleWindow once everything is acknowledged; -1 if
+	// unknown (no getrusage).
 	idleCPU   float64
 	boundMBps float64    // +Inf when nothing but CPU bounds it
 	shape     reqShape   // sent while measured (--shape)
@@ -429,7 +430,10 @@ func runCase(ctx context.Context, tg target, o options, rtt time.Duration, parts
 		before := readUsage(0)
 		sleep(ctx, idleWindow)
 		after := readUsage(0)
-		res.idleCPU = (after.cpu - before.cpu).Seconds() / after.at.Sub(before.at).Seconds()
+		res.idleCPU = -1
+		if before.cpu >= 0 && after.cpu >= 0 {
+			res.idleCPU = (after.cpu - before.cpu).Seconds() / after.at.Sub(before.at).Seconds()
+		}
 	}
 	loop.close()
 	if btErr != nil {
@@ -449,7 +453,10 @@ func runCase(ctx context.Context, tg target, o options, rtt time.Duration, parts
 	res.p99 = quantile(start.hist, end.hist, 0.99)
 	res.p999 = quantile(start.hist, end.hist, 0.999)
 	if payload > 0 {
-		res.cpuPerGB = (end.cpu - start.cpu).Seconds() / (payload / 1e9)
+		res.cpuPerGB = -1
+		if end.cpu >= 0 && start.cpu >= 0 {
+			res.cpuPerGB = (end.cpu - start.cpu).Seconds() / (payload / 1e9)
+		}
 		res.brokerPerG = -1
 		if end.brokerCPU >= 0 && start.brokerCPU >= 0 {
 			res.brokerPerG = (end.brokerCPU - start.brokerCPU).Seconds() / (payload / 1e9)
@@ -596,7 +603,7 @@ func printTargets(w io.Writer, rs []result) {
 		}
 		for _, name := range []string{"lh-w5", "lh-w20", "lh-w50", "lh-cap5"} {
 			lh := find(0, 16, batch, name)
-			if lh == nil || kg.recsPerSec == 0 || kg.cpuPerGB == 0 {
+			if lh == nil || kg.recsPerSec == 0 || kg.cpuPerGB <= 0 || lh.cpuPerGB < 0 {
 				continue
 			}
 			fmt.Fprintf(w, "- RTT 0, 16 partitions, %s, %s: %.2fx kgo's records/s (target >= 1), CPU/GB %.2fx kgo's (target <= 1)\n",

@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -94,7 +93,7 @@ func quantile(start, end []int64, q float64) time.Duration {
 // usage is a point-in-time reading of the resources a case consumes.
 type usage struct {
 	at        time.Time
-	cpu       time.Duration // this process: user + system
+	cpu       time.Duration // this process: user + system, -1 if unknown (no getrusage)
 	brokerCPU time.Duration // child broker: user + system, -1 if in-process
 	mallocs   uint64
 	acked     int64
@@ -102,17 +101,15 @@ type usage struct {
 	hist      []int64
 }
 
-// readUsage reads rusage, the child broker's CPU (brokerPID 0 = none) and
+// readUsage reads this process's CPU, the child broker's CPU (brokerPID 0 = none) and
 // the heap allocation count. ReadMemStats stops the world briefly; it is
 // only called at the edges of the measured window.
 func readUsage(brokerPID int) usage {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	u := usage{
 		at:        time.Now(),
-		cpu:       time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
+		cpu:       processCPU(),
 		brokerCPU: -1,
 		mallocs:   ms.Mallocs,
 	}

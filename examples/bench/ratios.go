@@ -121,7 +121,9 @@ func printMemory(w io.Writer, o options, rs []result) {
 				over = append(over, float64(r.heapActive-r.bufferBytes)/float64(g.parts))
 				idle = append(idle, float64(r.heapIdle)/mib)
 				idlePP = append(idlePP, float64(r.heapIdle)/float64(g.parts))
-				idleCPU = append(idleCPU, 1000*r.idleCPU)
+				if r.idleCPU >= 0 {
+					idleCPU = append(idleCPU, 1000*r.idleCPU)
+				}
 				if kg, ok := byGroup[g]["kgo"][round]; ok {
 					if kg.recsPerSec > 0 {
 						xKgo = append(xKgo, r.recsPerSec/kg.recsPerSec)

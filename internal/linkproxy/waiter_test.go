@@ -4,7 +4,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -65,11 +64,7 @@ func TestWaitersNeverEndEarly(t *testing.T) {
 func TestNewWaiterKinds(t *testing.T) {
 	precise := newWaiter(false)
 	defer precise.close()
-	if runtime.GOOS == "linux" {
-		assert.IsType(t, &fdWaiter{}, precise)
-	} else {
-		assert.IsType(t, &timerWaiter{}, precise)
-	}
+	assert.IsType(t, preciseKind(), precise)
 	coarse := newWaiter(true)
 	defer coarse.close()
 	assert.IsType(t, &timerWaiter{}, coarse)
@@ -105,10 +100,7 @@ func TestSetPreciseTimersPerDirection(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Len(t, made, 6, "one waiter per direction and connection")
-	precise := waiter(&timerWaiter{})
-	if runtime.GOOS == "linux" {
-		precise = &fdWaiter{}
-	}
+	precise := preciseKind()
 	for i, w := range made {
 		if i == 2 || i == 3 {
 			assert.IsType(t, &timerWaiter{}, w, "waiter %d", i)
