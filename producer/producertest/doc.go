@@ -12,8 +12,9 @@
 // [Cluster.Records] reads a partition's log back. Faults a test may want:
 // [Cluster.InjectError] (a partition answers an error code),
 // [Cluster.DropProduceResponses] (appends happen, answers are lost),
-// [Cluster.DropConnections], [Cluster.MoveLeader],
-// [Cluster.ExpireProducerIDs], [Cluster.SetWindow], [Cluster.SetRTT].
+// [Cluster.DropConnections], [Cluster.MoveLeader], [Cluster.MoveNode]
+// (failover to a new address), [Cluster.ExpireProducerIDs],
+// [Cluster.SetWindow], [Cluster.SetRTT].
 //
 // # Concurrency
 //

@@ -157,6 +157,22 @@ func (c *Cluster) MoveLeader(topic string, partition int32, node int32) error {
 	return c.c.MoveLeader(topic, partition, node)
 }
 
+// MoveNode moves node to a new port of 127.0.0.1 and returns the new
+// host:port, as when a broker restarts on another machine or its pod is
+// rescheduled: another broker process takes over the node id there.
+// [Cluster.Addrs] and Metadata give the new address from then on, so a
+// producer finds the node again by refreshing its metadata. The old
+// address stops accepting, and its connections close at once: answers not
+// yet written are lost, appends already made stay. Partitions keep their
+// leader, their log and each producer's deduplication state, so a retry of
+// a batch appended before the move is not written twice. A fault armed on
+// the node by [Cluster.DropProduceResponses] ends with the old process;
+// [Cluster.SetRTT]'s delay carries over. It returns an error, and changes
+// nothing, for an unknown node or a closed cluster.
+func (c *Cluster) MoveNode(node int32) (string, error) {
+	return c.c.MoveNode(node, broker.NodeMove{Replace: true})
+}
+
 // ExpireProducerIDs forgets every producer's deduplication state, as a
 // broker does after producer.id.expiration.ms without writes (KIP-854).
 func (c *Cluster) ExpireProducerIDs() { c.c.ExpireProducerIDs() }
