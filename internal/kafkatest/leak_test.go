@@ -3,14 +3,13 @@ package kafkatest
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/longhaul-kafka/longhaul/internal/leakcheck"
 )
 
 // TestMain fails the package's test run if a goroutine that a test started
 // is still running once every test has returned: a Close that does not stop
-// its goroutines, or a test that forgets to stop what it started. goleak
-// retries for a short while, so a goroutine that is on its way out is not
-// reported.
+// its goroutines, or a test that forgets to stop what it started. A
+// goroutine on its way out is waited for (leakcheck.Wait).
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	leakcheck.VerifyTestMain(m)
 }
