@@ -31,18 +31,25 @@ type callbackQueue struct {
 	gid     atomic.Uint64 // id of the goroutine running callbacks
 }
 
-// onCallbackGoroutine reports whether the caller runs on the callback
-// goroutine, that is inside a record callback, where waiting for
-// callbacks would deadlock.
-func (q *callbackQueue) onCallbackGoroutine() bool {
-	id := q.gid.Load()
-	return id != 0 && id == goroutineID()
+// onOwnGoroutine reports whether the caller runs on one of the producer's
+// own goroutines: the callback goroutine (a record callback, or
+// HookRecordDone) or the sender goroutine (every other hook). There the
+// calls that wait for callbacks, the sender or buffer.memory would wait for
+// the goroutine they hold, and never return.
+func (p *Producer) onOwnGoroutine() bool {
+	cb, snd := p.cbs.gid.Load(), p.s.gid.Load()
+	if cb == 0 && snd == 0 {
+		return false
+	}
+	id := goroutineID()
+	return id != 0 && (id == cb || id == snd)
 }
 
 // goroutineID returns the calling goroutine's id, parsed from the first
 // line of its stack trace ("goroutine 42 [running]:"); 0 if that fails. Go
 // offers no other way to tell a callback's own goroutine apart, and only
-// the calls that wait (Flush, ProduceSync, Close) pay for it.
+// the calls that wait (Flush, ProduceSync, Close, and Produce when
+// buffer.memory is full) pay for it.
 func goroutineID() uint64 {
 	var buf [64]byte
 	b := buf[:runtime.Stack(buf[:], false)]

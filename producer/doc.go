@@ -49,7 +49,7 @@
 // not block. From a callback, Produce and TryProduce may be called (neither
 // waits for buffer.memory there: a full one fails the record with
 // ErrBufferFull); Flush, ProduceSync and Close return ErrInCallback instead
-// of deadlocking.
+// of deadlocking. The same holds in hooks.
 //
 // # Hooks
 //

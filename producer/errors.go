@@ -55,7 +55,7 @@ var ErrInvalidRecord = errors.New("producer: invalid record")
 // ErrBufferFull is returned by TryProduce's callback when buffer.memory is
 // exhausted and the record was not accepted, and by Produce's when Produce
 // was called from a record callback (which must not wait for the bytes
-// that callbacks give back).
+// that callbacks give back) or a hook (whose sender goroutine must not wait).
 var ErrBufferFull = errors.New("producer: buffer.memory full")
 
 // ErrTopicMetadata is the error of records whose topic the producer could
@@ -75,10 +75,12 @@ var ErrTopicMetadata = errors.New("producer: topic metadata unavailable")
 var ErrInFlight = errors.New("producer: still in flight when the context ended")
 
 // ErrInCallback is returned by [Producer.Flush], [Producer.ProduceSync] and
-// [Producer.Close] when called from a record callback: they wait for
-// callbacks to run, and callbacks run one at a time on the goroutine that
-// would be waiting, so the call could never return.
-var ErrInCallback = errors.New("producer: called from a record callback, where it would deadlock")
+// [Producer.Close] when called from a record callback or a hook: they wait
+// for callbacks to run and for the sender to send, and callbacks run one at
+// a time on the callback goroutine, hooks on the sender goroutine (see
+// [Hook]), the goroutine that would be waiting, so the call could never
+// return.
+var ErrInCallback = errors.New("producer: called from a record callback or hook, where it would deadlock")
 
 // ErrInvalidConfig is wrapped by every [*ConfigError], so
 // errors.Is(err, ErrInvalidConfig) tells a configuration mistake from other

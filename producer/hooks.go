@@ -22,10 +22,12 @@ import (
 // applies responses for every partition. It must return quickly and never
 // block: while it runs, no partition sends or learns anything. A hook that
 // needs to do slow work (network, disk) copies what it needs and hands it to
-// its own goroutine. A hook must not call the Producer's methods that wait
-// (Flush, ProduceSync, Close, and Produce, which waits while buffer.memory
-// is full): they would wait for the sender the hook is holding. It may call
-// TryProduce, Stats and InFlightLimit. Calls on the sender goroutine are
+// its own goroutine. A hook must not wait for the Producer: Flush,
+// ProduceSync and Close would wait for the sender the hook is holding, so
+// called from a hook they return [ErrInCallback] at once, and Produce does
+// not wait for buffer.memory there (a full one fails the record with
+// [ErrBufferFull], as TryProduce does). It may call TryProduce, Stats and
+// InFlightLimit. Calls on the sender goroutine are
 // made one at a time, so a hook used by one producer needs no lock for the
 // state it keeps between them; values it shares with other goroutines (a
 // metrics scrape) need their own.

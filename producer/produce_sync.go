@@ -48,14 +48,14 @@ func (rs ProduceResults) FirstErr() error {
 //
 // A failed record's Offset is -1. ProduceSync blocks while buffer.memory is
 // full, as Produce does, until ctx is done. Called from a record callback
-// it returns at once with [ErrInCallback] for every record and produces
-// nothing.
+// or a hook it returns at once with [ErrInCallback] for every record and
+// produces nothing.
 func (p *Producer) ProduceSync(ctx context.Context, records ...*Record) ProduceResults {
 	results := make(ProduceResults, len(records))
 	for i, r := range records {
 		results[i].Record = r
 	}
-	if p.cbs.onCallbackGoroutine() {
+	if p.onOwnGoroutine() {
 		for i := range results {
 			results[i].Err = ErrInCallback
 		}

@@ -171,7 +171,9 @@ func newProducer(cfg config) (*Producer, error) {
 // it is full the record fails at once with [ErrBufferFull]), but
 // [Producer.Flush], [Producer.ProduceSync] and [Producer.Close], which wait
 // for callbacks, return [ErrInCallback] from a callback instead of
-// deadlocking. A nil cb ignores the outcome.
+// deadlocking. The same holds in a hook (see [Hook]): Produce there fails
+// the record with [ErrBufferFull] rather than wait, and Flush, ProduceSync
+// and Close return [ErrInCallback]. A nil cb ignores the outcome.
 func (p *Producer) Produce(ctx context.Context, r *Record, cb Callback) {
 	p.produce(ctx, r, cb, true)
 }
@@ -212,10 +214,10 @@ func (p *Producer) produce(ctx context.Context, r *Record, cb Callback, block bo
 	if block {
 		err := ctx.Err()
 		if err == nil && !p.mem.TryAcquire(int64(size)) {
-			if p.cbs.onCallbackGoroutine() {
-				// Callbacks give buffer.memory back: waiting here would
-				// wait for itself.
-				p.reject(r, cb, fmt.Errorf("%w: Produce from a callback does not wait for it", ErrBufferFull))
+			if p.onOwnGoroutine() {
+				// Callbacks give buffer.memory back, after the sender
+				// queued them: waiting here would wait for itself.
+				p.reject(r, cb, fmt.Errorf("%w: Produce from a callback or hook does not wait for it", ErrBufferFull))
 				return
 			}
 			err = p.mem.Acquire(ctx, int64(size))
@@ -262,9 +264,9 @@ func (p *Producer) reject(r *Record, cb Callback, err error) {
 // called back, whatever their outcomes (the callbacks tell those), and
 // ctx's error, wrapped, if ctx ended first: cancelling stops the wait only,
 // the records stay buffered and keep going. It returns [ErrInCallback],
-// without waiting, when called from a record callback.
+// without waiting, when called from a record callback or a hook.
 func (p *Producer) Flush(ctx context.Context) error {
-	if p.cbs.onCallbackGoroutine() {
+	if p.onOwnGoroutine() {
 		return ErrInCallback
 	}
 	p.mu.Lock()
@@ -290,9 +292,10 @@ func (p *Producer) Flush(ctx context.Context) error {
 // Close may be called more than once and from several goroutines: a later
 // call waits until the first has finished and returns nil, or returns
 // ctx's error, wrapped, if its own ctx ends first. It returns
-// [ErrInCallback], without closing, when called from a record callback.
+// [ErrInCallback], without closing, when called from a record callback or
+// a hook.
 func (p *Producer) Close(ctx context.Context) error {
-	if p.cbs.onCallbackGoroutine() {
+	if p.onOwnGoroutine() {
 		return ErrInCallback
 	}
 	p.mu.Lock()

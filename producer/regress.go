@@ -84,4 +84,8 @@ type regressions struct {
 	sameIdentityTaken bool
 	// A topic's partition list with no partitions passes checkPartitions.
 	emptyPartitionsTaken bool
+	// The sender goroutine is not told apart: Flush, ProduceSync and Close
+	// called from a hook wait for the sender the hook holds (deadlock), and
+	// Produce waits for buffer.memory there.
+	hookWaitUndetected bool
 }

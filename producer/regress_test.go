@@ -42,6 +42,8 @@ var regressKnobs = map[string]struct {
 	// vocabulary.
 	"sameIdentityTaken":    {func(r *regressions) { r.sameIdentityTaken = true }, "TestInitProducerIDSameIdentityIsNotTaken", false},
 	"emptyPartitionsTaken": {func(r *regressions) { r.emptyPartitionsTaken = true }, "TestMetadataWithoutPartitionsKeepsWhatWasKnown", false},
+	// Hooks calling the waiting methods; not in the chaos vocabulary.
+	"hookWaitUndetected": {func(r *regressions) { r.hookWaitUndetected = true }, "TestWaitingCallsFromAHook", false},
 }
 
 // regressFromEnv is the knob a parent test asked this process for.

@@ -18,6 +18,9 @@ import (
 type sender struct {
 	p   *Producer
 	cfg *config
+	// gid is the id of the goroutine running run, where every hook but
+	// HookRecordDone runs: the calls that wait refuse it (onOwnGoroutine).
+	gid atomic.Uint64
 
 	// Producer identity; see control.go (maintainIdentity).
 	pid        int64
@@ -184,6 +187,9 @@ func (s *sender) wantMetadata() {
 }
 
 func (s *sender) run() {
+	if !s.cfg.regress.hookWaitUndetected {
+		s.gid.Store(goroutineID())
+	}
 	defer close(s.p.senderDone)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
