@@ -45,8 +45,9 @@
 //
 // A Producer is safe for concurrent use. One sender goroutine
 // talks to the brokers; callbacks run one at a time on a callback goroutine
-// owned by the producer, in Produce order within each partition, and must
-// not block. From a callback, Produce and TryProduce may be called (neither
+// owned by the producer, in Produce order within each partition among the
+// records Produce accepted (a refused record, e.g. one produced after Close
+// began, may be called back before them), and must not block. From a callback, Produce and TryProduce may be called (neither
 // waits for buffer.memory there: a full one fails the record with
 // ErrBufferFull); Flush, ProduceSync and Close return ErrInCallback instead
 // of deadlocking. The same holds in hooks.

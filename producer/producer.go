@@ -162,18 +162,21 @@ func newProducer(cfg config) (*Producer, error) {
 // [Record.Partition] set on success, r.Offset -1 on failure.
 //
 // Callbacks run one at a time on one goroutine owned by the producer (not
-// the caller's), in Produce order within each partition; records that fail
-// before being placed in a partition (invalid, closed, no metadata) are
-// called back from the same goroutine, except after Close has returned,
-// when Produce calls cb itself before returning. A callback must not block: hand slow
-// work to another goroutine. It may call Produce and TryProduce (there
+// the caller's), in Produce order within each partition among the records
+// Produce accepted. Records it refused, failing before being placed in a
+// partition (invalid, closed, no metadata), are called back from the same
+// goroutine, except after Close has returned, when Produce calls cb itself
+// before returning; they are in no set order with the accepted ones: a
+// record refused because Close has begun may be called back before
+// records of its partition accepted earlier. A callback must not block:
+// hand slow work to another goroutine. It may call Produce and TryProduce (there
 // Produce does not wait for buffer.memory, which callbacks give back: when
 // it is full the record fails at once with [ErrBufferFull]), but
 // [Producer.Flush], [Producer.ProduceSync] and [Producer.Close], which wait
 // for callbacks, return [ErrInCallback] from a callback instead of
 // deadlocking. The same holds in a hook (see [Hook]): Produce there fails
-// the record with [ErrBufferFull] rather than wait, and Flush, ProduceSync
-// and Close return [ErrInCallback]. A nil cb ignores the outcome.
+// the record with [ErrBufferFull] rather than wait when buffer.memory is
+// full, and Flush, ProduceSync and Close return [ErrInCallback]. A nil cb ignores the outcome.
 func (p *Producer) Produce(ctx context.Context, r *Record, cb Callback) {
 	p.produce(ctx, r, cb, true)
 }
