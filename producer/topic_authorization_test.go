@@ -1,10 +1,6 @@
 package producer
 
 import (
-	"bufio"
-	"encoding/binary"
-	"net"
-	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,52 +12,16 @@ import (
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
 	"github.com/longhaul-kafka/longhaul/internal/memnet"
-	"github.com/longhaul-kafka/longhaul/protocol"
 )
 
-// metadataProxy relays every request of a one-node cluster and its answer,
-// pointing Metadata's brokers at itself and letting edit change the
-// answer: enough to make the broker answer what it cannot be configured
-// to (a topic the producer is not authorized for).
+// metadataProxy relays every request of a one-node cluster and its answer
+// (editProxy), letting edit change the Metadata answer: enough to make the
+// broker answer what it cannot be configured to (a topic the producer is
+// not authorized for).
 func metadataProxy(t *testing.T, n *memnet.Network, upstream string, edit func(*kmsg.MetadataResponse)) string {
-	return relay(t, n, upstream, func(self string, c, up net.Conn) {
-		host, port, _ := net.SplitHostPort(self)
-		p, _ := strconv.Atoi(port)
-		defer c.Close()
-		defer up.Close()
-		cr, ur := bufio.NewReader(c), bufio.NewReader(up)
-		for {
-			frame, err := protocol.ReadFrame(cr, nil, 0)
-			if err != nil {
-				return
-			}
-			h, req, err := protocol.ParseRequest(frame)
-			if err != nil {
-				return
-			}
-			if _, err := up.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(frame))), frame...)); err != nil {
-				return
-			}
-			resp, err := protocol.ReadFrame(ur, nil, 0)
-			if err != nil {
-				return
-			}
-			w := append(binary.BigEndian.AppendUint32(nil, uint32(len(resp))), resp...)
-			if h.Key == 3 {
-				r, err := protocol.ParseResponse(resp, req, h.CorrelationID)
-				if err != nil {
-					return
-				}
-				md := r.(*kmsg.MetadataResponse)
-				for i := range md.Brokers {
-					md.Brokers[i].Host, md.Brokers[i].Port = host, int32(p)
-				}
-				edit(md)
-				w = protocol.AppendResponse(nil, h.CorrelationID, md)
-			}
-			if _, err := c.Write(w); err != nil {
-				return
-			}
+	return editProxy(t, n, upstream, func(r kmsg.Response) {
+		if md, ok := r.(*kmsg.MetadataResponse); ok {
+			edit(md)
 		}
 	})
 }
