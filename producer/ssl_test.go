@@ -56,8 +56,8 @@ func tlsServer(t *testing.T, leaf *testcerts.Leaf, clientCAs *x509.CertPool) (ad
 	}
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
 	require.NoError(t, err)
-	t.Cleanup(func() { ln.Close() })
-	ch := make(chan error, 16)
+	ch, done := make(chan error, 16), make(chan struct{})
+	t.Cleanup(func() { ln.Close(); close(done) })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -73,7 +73,10 @@ func tlsServer(t *testing.T, leaf *testcerts.Leaf, clientCAs *x509.CertPool) (ad
 					// the client's handshake returns; a read sees it.
 					c.Write([]byte("x"))
 				}
-				ch <- err
+				select {
+				case ch <- err:
+				case <-done: // nobody reads any more (a test that dials often leaves the buffer full)
+				}
 			}()
 		}
 	}()
