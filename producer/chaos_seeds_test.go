@@ -65,14 +65,15 @@ const scanSeedRuns = 5
 
 // chaosBugs are the knobs a scan may bring back (LONGHAUL_CHAOS_BUG names
 // one), to find seeds for scanSeeds: each knob of the table above,
-// v3Uncapped (TestChaosFindsV3Uncapped), and two of buffer.memory:
-// regressForceKeepsFree (TestChaosFindsForceKeepsFree: seeds 1-2,000 hold
-// 27 failing seeds) and waitingNoExtra (TestWaitingRecordsStayWithinBufferMemory),
-// which fails only where earlier schedules of the run pooled 4 KiB buffers
-// (seeds 1-10,000: one failing seed, 859).
+// v3Uncapped (TestChaosFindsV3Uncapped), and three of buffer.memory:
+// regressForceKeepsFree (TestChaosFindsForceKeepsFree), waitingNoExtra
+// (TestWaitingRecordsStayWithinBufferMemory) and pooledOversize
+// (TestPooledBufferAboveBatchSizeDropped); the last two show where earlier
+// schedules of the run pooled 4 KiB buffers.
 var chaosBugs = map[string]func(*regressions){
 	"regressForceKeepsFree": func(r *regressions) { r.forceKeepsFree = true },
 	"waitingNoExtra":        func(r *regressions) { r.waitingNoExtra = true },
+	"pooledOversize":        func(r *regressions) { r.pooledOversize = true },
 	"oooProvesUnwritten":    func(r *regressions) { r.oooProvesUnwritten = true },
 	"splitMaybeWritten":     func(r *regressions) { r.splitMaybeWritten = true },
 	"renewalResets":         func(r *regressions) { r.renewalResets = true },

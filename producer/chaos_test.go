@@ -780,7 +780,7 @@ func runScheduleCovered(t *testing.T, s *chaosSchedule) ([]string, scheduleCover
 // never moved a node mid-renewal (where movedRenewalContinues shows), or
 // never sent batches to a Kafka 0.11 node (where v3Uncapped shows), or
 // never filled buffer.memory (where regressForceKeepsFree and
-// waitingNoExtra show), would otherwise pass every schedule.
+// pooledOversize show), would otherwise pass every schedule.
 type chaosCoverage struct {
 	schedules     int
 	held          int // schedules in which a lingered batch was held (coalescing, issue 19)
