@@ -63,11 +63,6 @@ type regressions struct {
 	// repeats, each repeat taking a share of the dial budget (chaos seed
 	// 59654).
 	controlAddrsRepeat bool
-	// A Force that does not fit owes all of it, leaving the free bytes to
-	// Produce, so a producer held several times buffer.memory
-	// (memBudget.regressForceKeepsFree, which the randomized test sets
-	// from this on each producer's budget: runScheduleCovered).
-	forceKeepsFree bool
 	// newBatch keeps a pooled buffer larger than any batch of this
 	// producer grows to (left by a producer with a larger batch.size): its
 	// capacity counted against buffer.memory, and records placed at once
