@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/longhaul-kafka/longhaul/internal/cputime"
 )
 
 // BenchmarkRelease measures how late the proxy releases chunks, with the
@@ -94,7 +96,7 @@ func benchRelease(b *testing.B, coarse bool) {
 			tokens <- struct{}{}
 		}
 	}()
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	st0 := p.Stats()
 	b.ResetTimer()
 	req := make([]byte, reqSize)
@@ -107,7 +109,7 @@ func benchRelease(b *testing.B, coarse bool) {
 	}
 	<-done
 	b.StopTimer()
-	cpu1 := processCPU()
+	cpu1 := cputime.Process()
 	st1 := p.Stats()
 	if len(rtts) != b.N {
 		b.Fatalf("%d responses of %d", len(rtts), b.N)
