@@ -374,20 +374,6 @@ func TestJavaConfSaslMechanismsAlias(t *testing.T) {
 	assert.Equal(t, "SCRAM-SHA-256", c.sasl.Name())
 }
 
-// TestJavaConfJAASQuotes: JAAS option values in single quotes read as in
-// double quotes, as Java's JAAS parser does; escaped quotes are kept.
-func TestJavaConfJAASQuotes(t *testing.T) {
-	options := func(s string) map[string]string {
-		e, err := parseJAAS(s)
-		require.NoError(t, err)
-		return e.options
-	}
-	assert.Equal(t, map[string]string{"username": "u", "password": "p w"},
-		options(`x.PlainLoginModule required username='u' password='p w';`))
-	assert.Equal(t, map[string]string{"username": `a'b`, "password": `c"d`},
-		options(`x.PlainLoginModule required username='a\'b' password="c\"d";`))
-}
-
 // javaProducerProperties is every property Apache Kafka's ProducerConfig
 // defines (with CommonClientConfigs, SslConfigs' client support and
 // SaslConfigs' client support), as of Kafka 4.1.

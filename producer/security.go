@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/longhaul-kafka/longhaul/internal/jaas"
 )
 
 // ErrAuthentication is the cause of records failed because connecting
@@ -51,12 +53,12 @@ var securityProperties = append([]property{
 		if strings.TrimSpace(v) == "" {
 			return nil
 		}
-		e, err := parseJAAS(v)
+		e, err := jaas.Parse(v)
 		if err != nil {
 			return err
 		}
-		fields := e.options
-		if e.module == iamLoginModule {
+		fields := e.Options
+		if e.Module == iamLoginModule {
 			// AWS_MSK_IAM: the credentials come from the provider given
 			// to lhaws.MSKIAM. Options naming another identity cannot be
 			// honoured here; ignoring them would log in as the wrong one.

@@ -175,3 +175,14 @@ func TestOAuthBearerPropertiesBadInput(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, "sasl.oauthbearer.token.endpoint.url", ce.Property)
 }
+
+// TestJAASErrorsReachConfigError: a value Java rejects is a ConfigError
+// naming sasl.jaas.config, saying what is wrong.
+func TestJAASErrorsReachConfigError(t *testing.T) {
+	_, err := NewFromProperties(map[string]string{"bootstrap.servers": "b:9092", "security.protocol": "SASL_SSL",
+		"sasl.jaas.config": `org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p"`})
+	var ce *ConfigError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "sasl.jaas.config", ce.Property)
+	require.Contains(t, ce.Reason, "';'")
+}

@@ -1,4 +1,4 @@
-package producer
+package jaas
 
 import (
 	"fmt"
@@ -7,10 +7,11 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// TestJAASParsesAsJava checks parseJAAS against what Kafka's JaasConfig
+// TestJAASParsesAsJava checks Parse against what Kafka's JaasConfig
 // (java.io.StreamTokenizer) makes of each value: the same options where
 // Java accepts it, an error where Java throws. The regular expression it
 // replaced took only quoted values, kept Java's escapes such as \t or \101
@@ -55,25 +56,14 @@ func TestJAASParsesAsJava(t *testing.T) {
 		{`123 required;`, nil},
 		{m + ` required /* unterminated`, nil},
 	} {
-		e, err := parseJAAS(tc.in)
+		e, err := Parse(tc.in)
 		if tc.want == nil {
 			require.Error(t, err, "%q", tc.in)
 			continue
 		}
 		require.NoError(t, err, "%q", tc.in)
-		require.Equal(t, tc.want, e.options, "%q", tc.in)
+		require.Equal(t, tc.want, e.Options, "%q", tc.in)
 	}
-}
-
-// TestJAASErrorsReachConfigError: a value Java rejects is a ConfigError
-// naming sasl.jaas.config, saying what is wrong.
-func TestJAASErrorsReachConfigError(t *testing.T) {
-	_, err := NewFromProperties(map[string]string{"bootstrap.servers": "b:9092", "security.protocol": "SASL_SSL",
-		"sasl.jaas.config": `org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p"`})
-	var ce *ConfigError
-	require.ErrorAs(t, err, &ce)
-	require.Equal(t, "sasl.jaas.config", ce.Property)
-	require.Contains(t, ce.Reason, "';'")
 }
 
 // javaQuote writes s as a double-quoted JAAS string Java reads back as s:
@@ -83,7 +73,7 @@ func javaQuote(s string) string {
 	return `"` + r.Replace(s) + `"`
 }
 
-// FuzzParseJAAS: parseJAAS never panics; what it accepts names a module
+// FuzzParseJAAS: Parse never panics; what it accepts names a module
 // and a valid flag; and any options written with javaQuote (names as
 // quoted strings too) read back exactly.
 func FuzzParseJAAS(f *testing.F) {
@@ -91,9 +81,9 @@ func FuzzParseJAAS(f *testing.F) {
 	f.Add(`x required a=b /* c */ d='e\101';`, "", "\x00\t")
 	f.Add(`// c`+"\n"+`x optional k="\477";`, "é", "😀")
 	f.Fuzz(func(t *testing.T, in, k, v string) {
-		if e, err := parseJAAS(in); err == nil {
-			require.NotEmpty(t, e.flag)
-			require.NotNil(t, e.options)
+		if e, err := Parse(in); err == nil {
+			require.NotEmpty(t, e.Flag)
+			require.NotNil(t, e.Options)
 		}
 		if !utf8.ValidString(k) || !utf8.ValidString(v) {
 			return // Java strings hold characters, not bytes
@@ -110,8 +100,22 @@ func FuzzParseJAAS(f *testing.F) {
 			fmt.Fprintf(&b, " %s=%s", javaQuote(key), javaQuote(want[key]))
 		}
 		b.WriteString(";")
-		e, err := parseJAAS(b.String())
+		e, err := Parse(b.String())
 		require.NoError(t, err, "%q", b.String())
-		require.Equal(t, want, e.options, "%q", b.String())
+		require.Equal(t, want, e.Options, "%q", b.String())
 	})
+}
+
+// TestJAASQuotes: JAAS option values in single quotes read as in
+// double quotes, as Java's JAAS parser does; escaped quotes are kept.
+func TestJAASQuotes(t *testing.T) {
+	options := func(s string) map[string]string {
+		e, err := Parse(s)
+		require.NoError(t, err)
+		return e.Options
+	}
+	assert.Equal(t, map[string]string{"username": "u", "password": "p w"},
+		options(`x.PlainLoginModule required username='u' password='p w';`))
+	assert.Equal(t, map[string]string{"username": `a'b`, "password": `c"d`},
+		options(`x.PlainLoginModule required username='a\'b' password="c\"d";`))
 }

@@ -1,4 +1,7 @@
-package producer
+// Package jaas reads a Java JAAS login configuration (Kafka's
+// sasl.jaas.config) as the Java client does, so a value pasted from a Java
+// config gives the same login options, and one Java rejects is an error.
+package jaas
 
 import (
 	"fmt"
@@ -6,14 +9,14 @@ import (
 	"unicode/utf8"
 )
 
-// jaasEntry is the one login module of a sasl.jaas.config value.
-type jaasEntry struct {
-	module  string            // login module class
-	flag    string            // control flag, upper case: REQUIRED, REQUISITE, SUFFICIENT or OPTIONAL
-	options map[string]string // key=value options
+// Entry is the one login module of a sasl.jaas.config value.
+type Entry struct {
+	Module  string            // login module class
+	Flag    string            // control flag, upper case: REQUIRED, REQUISITE, SUFFICIENT or OPTIONAL
+	Options map[string]string // key=value options, never nil
 }
 
-// parseJAAS reads a sasl.jaas.config value as the Java client does (Kafka's
+// Parse reads a sasl.jaas.config value as the Java client does (Kafka's
 // JaasConfig on java.io.StreamTokenizer, then JaasContext's check of one
 // module), so a value that works there gives the same options here and one
 // Java rejects is an error: "<module> <flag> [key=value]... ;". Values are
@@ -23,80 +26,80 @@ type jaasEntry struct {
 // character for that character); a string ends at its quote, a line end
 // or the end. Comments /* ... */, // ... and a lone / to the line end are
 // skipped.
-func parseJAAS(s string) (jaasEntry, error) {
-	tz := jaasTokenizer{s: s}
-	var entries []jaasEntry
-	for tz.next() != jaasEOF {
+func Parse(s string) (Entry, error) {
+	tz := tokenizer{s: s}
+	var entries []Entry
+	for tz.next() != tokEOF {
 		e, err := tz.entry()
 		if err != nil {
-			return jaasEntry{}, err
+			return Entry{}, err
 		}
 		entries = append(entries, e)
 	}
 	switch len(entries) {
 	case 0:
-		return jaasEntry{}, fmt.Errorf("login module not specified")
+		return Entry{}, fmt.Errorf("login module not specified")
 	case 1:
 		return entries[0], nil
 	}
-	return jaasEntry{}, fmt.Errorf("%d login modules, should be 1", len(entries))
+	return Entry{}, fmt.Errorf("%d login modules, should be 1", len(entries))
 }
 
-// Token types of jaasTokenizer besides ordinary characters (their code).
+// Token types of tokenizer besides ordinary characters (their code).
 const (
-	jaasEOF    = -1
-	jaasWord   = -3
-	jaasNumber = -2
+	tokEOF    = -1
+	tokWord   = -3
+	tokNumber = -2
 )
 
-// jaasTokenizer is java.io.StreamTokenizer as Kafka's JaasConfig sets it
+// tokenizer is java.io.StreamTokenizer as Kafka's JaasConfig sets it
 // up, over a Go string read as runes.
-type jaasTokenizer struct {
+type tokenizer struct {
 	s    string
 	pos  int
 	prev int    // pos before the last read (unread)
-	typ  int    // the last token: jaasEOF, jaasWord, jaasNumber, a quote or another character
+	typ  int    // the last token: tokEOF, tokWord, tokNumber, a quote or another character
 	sval string // the word or the quoted string; "" otherwise
 	sok  bool   // sval is set (Java's sval != null)
 }
 
 // entry reads one login module after its first token (tz.next was called).
-func (tz *jaasTokenizer) entry() (jaasEntry, error) {
+func (tz *tokenizer) entry() (Entry, error) {
 	if !tz.sok {
-		return jaasEntry{}, fmt.Errorf("login module class expected, found %s", tz.describe())
+		return Entry{}, fmt.Errorf("login module class expected, found %s", tz.describe())
 	}
-	e := jaasEntry{module: tz.sval, options: map[string]string{}}
-	if tz.next() == jaasEOF {
-		return jaasEntry{}, fmt.Errorf("login module control flag not specified")
+	e := Entry{Module: tz.sval, Options: map[string]string{}}
+	if tz.next() == tokEOF {
+		return Entry{}, fmt.Errorf("login module control flag not specified")
 	}
 	switch f := strings.ToUpper(tz.sval); {
 	case tz.sok && (f == "REQUIRED" || f == "REQUISITE" || f == "SUFFICIENT" || f == "OPTIONAL"):
-		e.flag = f
+		e.Flag = f
 	default:
-		return jaasEntry{}, fmt.Errorf("invalid login module control flag %s: want required, requisite, sufficient or optional", tz.describe())
+		return Entry{}, fmt.Errorf("invalid login module control flag %s: want required, requisite, sufficient or optional", tz.describe())
 	}
-	for tz.next() != jaasEOF && tz.typ != ';' {
+	for tz.next() != tokEOF && tz.typ != ';' {
 		if !tz.sok {
-			return jaasEntry{}, fmt.Errorf("option name expected, found %s", tz.describe())
+			return Entry{}, fmt.Errorf("option name expected, found %s", tz.describe())
 		}
 		key := tz.sval
-		if tz.next() != '=' || tz.next() == jaasEOF || !tz.sok {
-			return jaasEntry{}, fmt.Errorf("value not specified for key %q (quote values that start with a digit, '.' or '-')", key)
+		if tz.next() != '=' || tz.next() == tokEOF || !tz.sok {
+			return Entry{}, fmt.Errorf("value not specified for key %q (quote values that start with a digit, '.' or '-')", key)
 		}
-		e.options[key] = tz.sval
+		e.Options[key] = tz.sval
 	}
 	if tz.typ != ';' {
-		return jaasEntry{}, fmt.Errorf("entry not terminated by ';'")
+		return Entry{}, fmt.Errorf("entry not terminated by ';'")
 	}
 	return e, nil
 }
 
 // describe names the last token for an error.
-func (tz *jaasTokenizer) describe() string {
+func (tz *tokenizer) describe() string {
 	switch {
-	case tz.typ == jaasEOF:
+	case tz.typ == tokEOF:
 		return "the end"
-	case tz.typ == jaasNumber:
+	case tz.typ == tokNumber:
 		return "a number"
 	case tz.sok:
 		return fmt.Sprintf("%q", tz.sval)
@@ -106,36 +109,36 @@ func (tz *jaasTokenizer) describe() string {
 
 // Character classes of StreamTokenizer's table after Kafka's setup.
 const (
-	jaasWhite = 1 << iota
-	jaasDigit
-	jaasAlpha
-	jaasQuote
-	jaasComment
+	classWhite = 1 << iota
+	classDigit
+	classAlpha
+	classQuote
+	classComment
 )
 
-// jaasClass is c's class: whitespace 0..' ', words 'a'-'z', 'A'-'Z', 160
+// charClass is c's class: whitespace 0..' ', words 'a'-'z', 'A'-'Z', 160
 // and above, '-', '_', '$'; number characters '0'-'9', '.', '-'; quotes
 // '"' and '\”; '/' a comment character.
-func jaasClass(c rune) int {
+func charClass(c rune) int {
 	switch {
 	case c >= 256 || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 160 || c == '_' || c == '$':
-		return jaasAlpha
+		return classAlpha
 	case c == '-':
-		return jaasAlpha | jaasDigit
+		return classAlpha | classDigit
 	case c >= '0' && c <= '9' || c == '.':
-		return jaasDigit
+		return classDigit
 	case c >= 0 && c <= ' ':
-		return jaasWhite
+		return classWhite
 	case c == '"' || c == '\'':
-		return jaasQuote
+		return classQuote
 	case c == '/':
-		return jaasComment
+		return classComment
 	}
 	return 0
 }
 
 // read returns the next rune, or -1 at the end.
-func (tz *jaasTokenizer) read() rune {
+func (tz *tokenizer) read() rune {
 	tz.prev = tz.pos
 	if tz.pos >= len(tz.s) {
 		return -1
@@ -146,21 +149,21 @@ func (tz *jaasTokenizer) read() rune {
 }
 
 // unread steps back over the rune read last (StreamTokenizer's peekc).
-func (tz *jaasTokenizer) unread() { tz.pos = tz.prev }
+func (tz *tokenizer) unread() { tz.pos = tz.prev }
 
 // next reads the next token into tz and returns its type.
-func (tz *jaasTokenizer) next() int {
+func (tz *tokenizer) next() int {
 	tz.sval, tz.sok = "", false
 	c := tz.read()
-	for c >= 0 && jaasClass(c)&jaasWhite != 0 {
+	for c >= 0 && charClass(c)&classWhite != 0 {
 		c = tz.read()
 	}
 	start := tz.prev
-	ct := jaasClass(c)
+	ct := charClass(c)
 	switch {
 	case c < 0:
-		tz.typ = jaasEOF
-	case ct&jaasDigit != 0:
+		tz.typ = tokEOF
+	case ct&classDigit != 0:
 		if c == '-' {
 			c = tz.read()
 			if c != '.' && (c < '0' || c > '9') {
@@ -176,14 +179,14 @@ func (tz *jaasTokenizer) next() int {
 			c = tz.read()
 		}
 		tz.unread()
-		tz.typ = jaasNumber
-	case ct&jaasAlpha != 0:
-		for c >= 0 && jaasClass(c)&(jaasAlpha|jaasDigit) != 0 {
+		tz.typ = tokNumber
+	case ct&classAlpha != 0:
+		for c >= 0 && charClass(c)&(classAlpha|classDigit) != 0 {
 			c = tz.read()
 		}
 		tz.unread()
-		tz.typ, tz.sval, tz.sok = jaasWord, strings.ToValidUTF8(tz.s[start:tz.pos], "\uFFFD"), true
-	case ct&jaasQuote != 0:
+		tz.typ, tz.sval, tz.sok = tokWord, strings.ToValidUTF8(tz.s[start:tz.pos], "\uFFFD"), true
+	case ct&classQuote != 0:
 		tz.typ = int(c)
 		tz.sval, tz.sok = tz.quoted(c), true
 	case c == '/':
@@ -191,7 +194,7 @@ func (tz *jaasTokenizer) next() int {
 			prev := rune(0)
 			for c = tz.read(); c != '/' || prev != '*'; c = tz.read() {
 				if c < 0 {
-					tz.typ = jaasEOF
+					tz.typ = tokEOF
 					return tz.typ
 				}
 				prev = c
@@ -212,7 +215,7 @@ func (tz *jaasTokenizer) next() int {
 }
 
 // quoted reads a string after its opening quote q, with Java's escapes.
-func (tz *jaasTokenizer) quoted(q rune) string {
+func (tz *tokenizer) quoted(q rune) string {
 	var b strings.Builder
 	d := tz.read()
 	for d >= 0 && d != q && d != '\n' && d != '\r' {
