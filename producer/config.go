@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/sasl"
 
+	"github.com/longhaul-kafka/longhaul/internal/keystore"
 	"github.com/longhaul-kafka/longhaul/protocol"
 )
 
@@ -49,7 +50,7 @@ type config struct {
 	saslMechanism      string
 	jaas               map[string]string // sasl.jaas.config options
 	oauthTokenURL      string
-	ssl                sslConfig
+	ssl                keystore.Config
 
 	tls    *tls.Config
 	sasl   sasl.Mechanism

@@ -100,7 +100,7 @@ var securityProperties = append([]property{
 func (c *config) applySecurity() error {
 	proto := c.securityProtocol
 	if c.tls == nil && (proto == "SSL" || proto == "SASL_SSL") {
-		cfg, err := c.ssl.tlsConfig()
+		cfg, err := sslTLS(&c.ssl)
 		if err != nil {
 			return err
 		}
