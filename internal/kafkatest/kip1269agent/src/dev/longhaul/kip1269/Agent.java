@@ -66,6 +66,17 @@ public final class Agent {
 
   public static void premain(String args, Instrumentation inst) {
     Settings.configure(args);
+    // Refused before anything is installed: on another Kafka the patched methods may mean
+    // something else, and a broker that half-applies a window is worse than one that does not
+    // start. Exiting here (status 1) stops the JVM before Kafka's main runs; an exception would
+    // abort it with a native crash report instead.
+    String version = Settings.kafkaVersion(ClassLoader.getSystemClassLoader());
+    String refusal = Settings.refusal(version);
+    if (refusal != null) {
+      log("FAILED " + refusal);
+      System.exit(1);
+    }
+    log("Kafka " + version);
     List<Patch> patches = patches();
     StringBuilder names = new StringBuilder();
     for (Patch p : patches) {

@@ -34,6 +34,38 @@ final class Settings {
     }
   }
 
+  /** The Kafka release the agent is built for: major.minor, any patch release of it. */
+  static final String SUPPORTED = "4.4";
+
+  /**
+   * The version in kafka-clients' kafka/kafka-version.properties, read as a resource so that no
+   * Kafka class loads before the transformer is installed; null when there is none.
+   */
+  static String kafkaVersion(ClassLoader cl) {
+    try (java.io.InputStream in = cl.getResourceAsStream("kafka/kafka-version.properties")) {
+      if (in == null) {
+        return null;
+      }
+      java.util.Properties p = new java.util.Properties();
+      p.load(in);
+      String v = p.getProperty("version");
+      return v == null ? null : v.trim();
+    } catch (java.io.IOException e) {
+      return null;
+    }
+  }
+
+  /** Why the agent refuses to run on Kafka version v, or null when it runs. */
+  static String refusal(String v) {
+    if (v == null) {
+      return "refusing to start: no kafka/kafka-version.properties on the class path (is this a Kafka JVM?)";
+    }
+    if (!v.equals(SUPPORTED) && !v.startsWith(SUPPORTED + ".")) {
+      return "refusing to start on Kafka " + v + ": this agent patches Kafka " + SUPPORTED + ".x only";
+    }
+    return null;
+  }
+
   static void log(String msg) {
     System.out.println(PREFIX + msg);
     System.out.flush();
