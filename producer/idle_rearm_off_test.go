@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"maps"
 	"testing"
 	"testing/synctest"
 
@@ -24,12 +25,13 @@ func TestIdleRearmOffFailsOrderLostNotReorders(t *testing.T) {
 			tr, c := idleExpiryScenario(t, rearm)
 			orderLost := 0
 			tr.mu.Lock()
-			for key, err := range tr.failed {
+			failed := maps.Clone(tr.failed)
+			tr.mu.Unlock()
+			for key, err := range failed {
 				require.ErrorIs(t, err, ErrOrderLost, "record %s", key)
 				require.False(t, IsFateUnknown(err), "record %s: ErrOrderLost records are not in the log", key)
 				orderLost++
 			}
-			tr.mu.Unlock()
 			require.Positive(t, orderLost, "re-arm off: the refused batch fails with ErrOrderLost")
 			lc := tr.checkLog(c, "t", 0)
 			require.True(t, lc.ok(), "lost=%d dup=%d reorder=%d: %v", lc.lost, lc.dup, lc.reorder, first(lc.problems, 5))
@@ -39,11 +41,9 @@ func TestIdleRearmOffFailsOrderLostNotReorders(t *testing.T) {
 			for _, r := range c.Records("t", 0) {
 				inLog["t:"+string(r.Value[:24])] = true
 			}
-			tr.mu.Lock()
-			for key := range tr.failed {
+			for key := range failed {
 				require.False(t, inLog[key], "record %s failed with ErrOrderLost but is in the log", key)
 			}
-			tr.mu.Unlock()
 		})
 	}
 }
