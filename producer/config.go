@@ -52,6 +52,10 @@ type config struct {
 	oauthTokenURL      string
 	ssl                keystore.Config
 
+	// saslBuilders build the SASL mechanism named by sasl.mechanism, from
+	// plugin modules (SASLFromProperties).
+	saslBuilders map[string]func(SASLProperties) (sasl.Mechanism, error)
+
 	tls    *tls.Config
 	sasl   sasl.Mechanism
 	logger *slog.Logger

@@ -45,7 +45,7 @@ func notForProducer(reason string) ignoredProperty { return ignoredProperty{igno
 const (
 	whyMetrics   = "metrics go to Java's metrics registry; longhaul reports through Stats and Hooks"
 	whyKerberos  = "Kerberos (GSSAPI) only; sasl.mechanism does not accept GSSAPI"
-	whyLogin     = "tunes Java's login thread; longhaul fetches and renews OAUTHBEARER tokens itself"
+	whyLogin     = "tunes Java's login thread; lhoauth.ClientCredentials fetches and renews OAUTHBEARER tokens itself"
 	whyValidate  = "token validation happens on the broker; the client only sends the token"
 	whyConsumer  = "a consumer (or admin client) property; the Java producer also ignores it, with a warning"
 	whySerdes    = "a serializer (Schema Registry) property; records carry bytes here, serialize them before Produce"
@@ -187,7 +187,7 @@ var unsupportedProperties = map[string]unsupportedProperty{
 	"sasl.login.callback.handler.class": {equalFoldOK("",
 		"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
 		"org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler"),
-		"only Java's built-in OAuthBearerLoginCallbackHandler is accepted (longhaul fetches tokens from " +
+		"only Java's built-in OAuthBearerLoginCallbackHandler is accepted (the lhoauth.ClientCredentials option fetches tokens from " +
 			"sasl.oauthbearer.token.endpoint.url as it does); for another token source use the SASL option"},
 	"sasl.oauthbearer.header.urlencode": {equalFoldOK("false"), "not supported: client credentials are sent as " +
 		"written; remove the property"},

@@ -1,18 +1,15 @@
 package producer
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/sasl"
-	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
-	"golang.org/x/oauth2"
-	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/longhaul-kafka/longhaul/internal/jaas"
 )
@@ -40,7 +37,7 @@ var securityProperties = append([]property{
 		}
 		return fmt.Errorf("must be one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL")
 	}},
-	{"sasl.mechanism", "PLAIN", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, or AWS_MSK_IAM with the lhaws.MSKIAM option (module producer/plugin/lhaws)", func(c *config, v string) error {
+	{"sasl.mechanism", "PLAIN", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER with the lhoauth.ClientCredentials option (module producer/plugin/lhoauth), or AWS_MSK_IAM with the lhaws.MSKIAM option (module producer/plugin/lhaws)", func(c *config, v string) error {
 		switch strings.ToUpper(v) {
 		case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", mskIAM:
 			c.saslMechanism = strings.ToUpper(v)
@@ -81,9 +78,9 @@ var securityProperties = append([]property{
 		case "", iamCallbackHandler:
 			return nil
 		}
-		return fmt.Errorf("a Java callback handler class cannot run here; for OAUTHBEARER use sasl.oauthbearer.token.endpoint.url or the SASL option with a token source")
+		return fmt.Errorf("a Java callback handler class cannot run here; for OAUTHBEARER use sasl.oauthbearer.token.endpoint.url with the lhoauth.ClientCredentials option, or the SASL option with a token source")
 	}},
-	{"sasl.oauthbearer.token.endpoint.url", "", "OAUTHBEARER: the OAuth 2 token endpoint; tokens are fetched with the client credentials grant (clientId, clientSecret, scope from sasl.jaas.config)", func(c *config, v string) error {
+	{"sasl.oauthbearer.token.endpoint.url", "", "OAUTHBEARER: the OAuth 2 token endpoint; with the lhoauth.ClientCredentials option (module producer/plugin/lhoauth) tokens are fetched with the client credentials grant (clientId, clientSecret, scope from sasl.jaas.config)", func(c *config, v string) error {
 		if v != "" {
 			u, err := url.Parse(v)
 			if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
@@ -143,14 +140,70 @@ const (
 const errMSKIAMOption = "AWS_MSK_IAM needs the lhaws.MSKIAM option (module github.com/longhaul-kafka/longhaul/producer/plugin/lhaws) " +
 	"with an aws-sdk-go-v2 credentials provider, e.g. lhaws.MSKIAM(cfg.Credentials) after config.LoadDefaultConfig"
 
+// errOAuthOption is the reason for sasl.mechanism=OAUTHBEARER without a
+// SASL option. Fetching tokens takes an HTTP and OAuth 2 client that only
+// OAUTHBEARER users need, so it lives in the lhoauth module; connecting
+// without a token instead would fail every record at the broker.
+const errOAuthOption = "OAUTHBEARER from properties needs the lhoauth.ClientCredentials option " +
+	"(module github.com/longhaul-kafka/longhaul/producer/plugin/lhoauth), which fetches tokens from " +
+	"sasl.oauthbearer.token.endpoint.url with the clientId and clientSecret of sasl.jaas.config; " +
+	"or pass the SASL option with oauth.Oauth from franz-go's pkg/sasl/oauth for another token source"
+
+// SASLProperties are the SASL settings of a producer's properties, as
+// [SASLFromProperties] hands them to a plugin module.
+type SASLProperties struct {
+	Mechanism        string            // sasl.mechanism, upper case
+	JAAS             map[string]string // the options of sasl.jaas.config's login module (a copy); nil when it is not set
+	TokenEndpointURL string            // sasl.oauthbearer.token.endpoint.url; "" when it is not set
+}
+
+// SASLFromProperties returns an option through which a plugin module
+// builds the SASL mechanism named mechanism (for example "OAUTHBEARER")
+// from the properties, as lhoauth.ClientCredentials does. New calls build
+// once, after every property and option is applied, when
+// security.protocol is SASL_PLAINTEXT or SASL_SSL, sasl.mechanism is
+// mechanism (case-insensitive) and no [SASL] option is given: a SASL
+// option takes precedence, as it does over the properties. A later
+// SASLFromProperties for the same mechanism replaces an earlier one. An
+// error from build fails New: a [*ConfigError] as it is, another error,
+// or a nil mechanism, as a ConfigError naming sasl.mechanism.
+func SASLFromProperties(mechanism string, build func(SASLProperties) (sasl.Mechanism, error)) Opt {
+	return optFunc(func(c *config) error {
+		if c.saslBuilders == nil {
+			c.saslBuilders = map[string]func(SASLProperties) (sasl.Mechanism, error){}
+		}
+		c.saslBuilders[strings.ToUpper(mechanism)] = build
+		return nil
+	})
+}
+
+// buildSASL sets c.sasl from a plugin's builder (SASLFromProperties).
+func (c *config) buildSASL(build func(SASLProperties) (sasl.Mechanism, error)) error {
+	m, err := build(SASLProperties{Mechanism: c.saslMechanism, JAAS: maps.Clone(c.jaas), TokenEndpointURL: c.oauthTokenURL})
+	if ce := (*ConfigError)(nil); errors.As(err, &ce) {
+		return ce
+	}
+	if err == nil && m == nil {
+		err = errors.New("the SASLFromProperties function returned no mechanism")
+	}
+	if err != nil {
+		return &ConfigError{Property: "sasl.mechanism", Value: c.saslMechanism, Reason: err.Error()}
+	}
+	c.sasl = m
+	return nil
+}
+
 // saslFromProperties builds the SASL mechanism from sasl.mechanism and
 // sasl.jaas.config.
 func (c *config) saslFromProperties(proto string) error {
 	if c.saslMechanism == mskIAM {
 		return &ConfigError{Property: "sasl.mechanism", Value: mskIAM, Reason: errMSKIAMOption}
 	}
+	if build := c.saslBuilders[c.saslMechanism]; build != nil {
+		return c.buildSASL(build)
+	}
 	if c.saslMechanism == "OAUTHBEARER" {
-		return c.oauthFromProperties()
+		return &ConfigError{Property: "sasl.mechanism", Value: "OAUTHBEARER", Reason: errOAuthOption}
 	}
 	user, haveUser := c.jaas["username"]
 	pass, havePass := c.jaas["password"]
@@ -165,52 +218,6 @@ func (c *config) saslFromProperties(proto string) error {
 	default:
 		c.sasl = plain.Auth{User: user, Pass: pass}.AsMechanism()
 	}
-	return nil
-}
-
-// oauthFromProperties builds OAUTHBEARER with tokens from the token
-// endpoint by the client credentials grant. The token source caches a
-// token and fetches a new one when it is about to expire, so every new
-// connection logs in with a valid token.
-func (c *config) oauthFromProperties() error {
-	if c.oauthTokenURL == "" {
-		return &ConfigError{Property: "sasl.oauthbearer.token.endpoint.url",
-			Reason: "required with sasl.mechanism=OAUTHBEARER (or pass the SASL option with oauth.Oauth from franz-go's pkg/sasl/oauth for another token source)"}
-	}
-	id, secret := c.jaas["clientId"], c.jaas["clientSecret"]
-	if id == "" || secret == "" {
-		return &ConfigError{Property: "sasl.jaas.config", Reason: `OAuthBearerLoginModule needs clientId="..." and clientSecret="..."`}
-	}
-	cc := clientcredentials.Config{ClientID: id, ClientSecret: secret, TokenURL: c.oauthTokenURL}
-	if scope := c.jaas["scope"]; scope != "" {
-		cc.Scopes = strings.Fields(strings.ReplaceAll(scope, ",", " "))
-	}
-	// Fetched with the dial's context, not a TokenSource's (fixed at
-	// creation, and Background here): a stalled endpoint then ends with
-	// the dial, and Close, which waits for dials, is not held by it. One
-	// dial fetches at a time, so concurrent dials share a token; the others
-	// wait for it until their own context ends.
-	var (
-		turn   = make(chan struct{}, 1) // held while using cached
-		cached *oauth2.Token
-	)
-	tokenURL := c.oauthTokenURL
-	c.sasl = oauth.Oauth(func(ctx context.Context) (oauth.Auth, error) {
-		select {
-		case turn <- struct{}{}:
-		case <-ctx.Done():
-			return oauth.Auth{}, fmt.Errorf("oauthbearer token from %s: %w", tokenURL, ctx.Err())
-		}
-		defer func() { <-turn }()
-		if !cached.Valid() { // nil, or expiring within oauth2's 10 s margin
-			tok, err := cc.Token(ctx)
-			if err != nil {
-				return oauth.Auth{}, fmt.Errorf("oauthbearer token from %s: %w", tokenURL, err)
-			}
-			cached = tok
-		}
-		return oauth.Auth{Token: cached.AccessToken}, nil
-	})
 	return nil
 }
 

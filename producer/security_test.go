@@ -15,6 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/longhaul-kafka/longhaul/internal/testcerts"
 )
@@ -142,38 +145,108 @@ func closeSoon(p *Producer) {
 	p.Close(ctx)
 }
 
-func TestOAuthBearerPropertiesBadInput(t *testing.T) {
-	base := map[string]string{
+// TestOAuthBearerNeedsThePlugin: OAUTHBEARER from properties without a
+// SASL option fails New with a ConfigError naming sasl.mechanism and the
+// lhoauth option that fetches tokens, rather than connecting without one.
+func TestOAuthBearerNeedsThePlugin(t *testing.T) {
+	_, err := NewFromProperties(oauthProps())
+	var ce *ConfigError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, "sasl.mechanism", ce.Property)
+	assert.Equal(t, "OAUTHBEARER", ce.Value)
+	assert.Contains(t, ce.Reason, "lhoauth.ClientCredentials")
+	assert.Contains(t, ce.Reason, "producer/plugin/lhoauth")
+
+	// A SASL option is the other way out.
+	m := oauthProps()
+	p, err := NewFromProperties(m, SASL(plain.Auth{User: "u", Pass: "p"}.AsMechanism()))
+	require.NoError(t, err)
+	assert.Equal(t, "PLAIN", p.cfg.sasl.Name())
+	closeSoon(p)
+
+	// The endpoint is checked whether or not OAUTHBEARER is used.
+	m = map[string]string{"sasl.oauthbearer.token.endpoint.url": "login.example.com/token"}
+	m["bootstrap.servers"] = "127.0.0.1:1"
+	_, err = NewFromProperties(m)
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, "sasl.oauthbearer.token.endpoint.url", ce.Property)
+}
+
+func oauthProps() map[string]string {
+	return map[string]string{
 		"bootstrap.servers":                   "127.0.0.1:1",
 		"security.protocol":                   "SASL_SSL",
 		"sasl.mechanism":                      "OAUTHBEARER",
 		"sasl.oauthbearer.token.endpoint.url": "https://login.example.com/token",
 		"sasl.jaas.config":                    `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="id" clientSecret="s" scope="kafka";`,
 	}
-	p, err := NewFromProperties(base)
-	require.NoError(t, err)
-	assert.Equal(t, "OAUTHBEARER", p.cfg.sasl.Name())
-	closeSoon(p)
-	for prop, v := range map[string]string{
-		"sasl.oauthbearer.token.endpoint.url": "",
-		"sasl.jaas.config":                    `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="id";`,
-	} {
-		m := map[string]string{}
-		for k, x := range base {
-			m[k] = x
-		}
-		m[prop] = v
-		_, err := NewFromProperties(m)
-		var ce *ConfigError
-		require.ErrorAs(t, err, &ce, prop)
-		assert.Equal(t, prop, ce.Property)
+}
+
+// TestSASLFromProperties: the builder of SASLFromProperties is called
+// once, with the settings as the properties and options left them, only
+// for its mechanism over SASL_PLAINTEXT or SASL_SSL and only without a
+// SASL option; its errors reach New as ConfigErrors.
+func TestSASLFromProperties(t *testing.T) {
+	var calls []SASLProperties
+	mech := oauth.Oauth(func(context.Context) (oauth.Auth, error) { return oauth.Auth{Token: "x"}, nil })
+	build := func(sp SASLProperties) (sasl.Mechanism, error) {
+		calls = append(calls, sp)
+		sp.JAAS["clientId"] = "changed" // a copy: the producer's is untouched
+		return mech, nil
 	}
-	m := map[string]string{"sasl.oauthbearer.token.endpoint.url": "login.example.com/token"}
-	m["bootstrap.servers"] = "127.0.0.1:1"
-	_, err = NewFromProperties(m)
-	var ce *ConfigError
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, "sasl.oauthbearer.token.endpoint.url", ce.Property)
+	c, err := configFrom(oauthProps(), SASLFromProperties("oauthbearer", build),
+		Property("sasl.oauthbearer.token.endpoint.url", "https://other.example.com/token"))
+	require.NoError(t, err)
+	require.Len(t, calls, 1)
+	assert.Equal(t, SASLProperties{Mechanism: "OAUTHBEARER", TokenEndpointURL: "https://other.example.com/token",
+		JAAS: map[string]string{"clientId": "changed", "clientSecret": "s", "scope": "kafka"}}, calls[0])
+	assert.Equal(t, "id", c.jaas["clientId"])
+	assert.Equal(t, "OAUTHBEARER", c.sasl.Name())
+
+	for name, props := range map[string]map[string]string{
+		"PLAINTEXT": func() map[string]string { m := oauthProps(); m["security.protocol"] = "SSL"; return m }(),
+		"PLAIN": func() map[string]string {
+			m := oauthProps()
+			m["sasl.mechanism"] = "PLAIN"
+			m["sasl.jaas.config"] = `x.PlainLoginModule required username="u" password="p";`
+			return m
+		}(),
+	} {
+		calls = nil
+		_, err := configFrom(props, SASLFromProperties("OAUTHBEARER", build))
+		require.NoError(t, err, name)
+		assert.Empty(t, calls, name)
+	}
+	calls = nil
+	c, err = configFrom(oauthProps(), SASLFromProperties("OAUTHBEARER", build), SASL(plain.Auth{User: "u", Pass: "p"}.AsMechanism()))
+	require.NoError(t, err)
+	assert.Empty(t, calls, "the SASL option takes precedence")
+	assert.Equal(t, "PLAIN", c.sasl.Name())
+
+	// A later builder for the same mechanism replaces an earlier one.
+	other := 0
+	_, err = configFrom(oauthProps(), SASLFromProperties("OAUTHBEARER", build),
+		SASLFromProperties("OAUTHBEARER", func(SASLProperties) (sasl.Mechanism, error) { other++; return mech, nil }))
+	require.NoError(t, err)
+	assert.Equal(t, 1, other)
+
+	for name, tc := range map[string]struct {
+		build    func(SASLProperties) (sasl.Mechanism, error)
+		property string
+		reason   string
+	}{
+		"ConfigError as is": {func(SASLProperties) (sasl.Mechanism, error) {
+			return nil, &ConfigError{Property: "sasl.jaas.config", Reason: "needs clientId"}
+		}, "sasl.jaas.config", "needs clientId"},
+		"other error":   {func(SASLProperties) (sasl.Mechanism, error) { return nil, errors.New("no luck") }, "sasl.mechanism", "no luck"},
+		"nil mechanism": {func(SASLProperties) (sasl.Mechanism, error) { return nil, nil }, "sasl.mechanism", "returned no mechanism"},
+	} {
+		_, err := configFrom(oauthProps(), SASLFromProperties("OAUTHBEARER", tc.build))
+		var ce *ConfigError
+		require.ErrorAs(t, err, &ce, name)
+		assert.Equal(t, tc.property, ce.Property, name)
+		assert.Contains(t, ce.Reason, tc.reason, name)
+	}
 }
 
 // TestJAASErrorsReachConfigError: a value Java rejects is a ConfigError

@@ -11,6 +11,6 @@ func init() {
 	} {
 		propertyOnly[name] = "`Property`, or `TLS`"
 	}
-	propertyOnly["sasl.oauthbearer.token.endpoint.url"] = "`Property`, or `SASL`"
+	propertyOnly["sasl.oauthbearer.token.endpoint.url"] = "`Property` with `lhoauth.ClientCredentials`, or `SASL`"
 	propertyOnly["sasl.client.callback.handler.class"] = "`Property` (MSK IAM: `lhaws.MSKIAM`)"
 }

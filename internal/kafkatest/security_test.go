@@ -5,10 +5,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +21,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
@@ -239,12 +243,12 @@ func TestSecurity(t *testing.T) {
 }
 
 // testOAuthBearer produces for about 8 s over OAUTHBEARER with tokens from
-// a client-credentials token endpoint run here. Tokens live 12 s, so the
-// oauth2 library (which renews 10 s before expiry) fetches a new one for
-// every connection made 2 s after the last fetch; sessions last 3 s and
-// the producer renews each (KIP-368) on a new connection with a fresh
-// token. All
-// records arrive exactly once and in order.
+// a client-credentials token endpoint run here, configured by the Java
+// properties and fetched through SASLFromProperties (the way the lhoauth
+// module plugs in; its own tests cover its token cache). Tokens live 12 s
+// and one is fetched for every connection; sessions last 3 s and the
+// producer renews each (KIP-368) on a new connection with a fresh token.
+// All records arrive exactly once and in order.
 func testOAuthBearer(t *testing.T, e *secEnv) {
 	var hits atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -261,12 +265,12 @@ func testOAuthBearer(t *testing.T, e *secEnv) {
 	const n, parts = 4000, 2
 	topic := "sec-oauth"
 	e.c.CreateTopic(t, topic, parts, 1, nil)
-	p := newLonghaul(t, e.c.ListenerBootstrap("OAUTH"), nil, props(map[string]string{
+	p := newLonghaul(t, e.c.ListenerBootstrap("OAUTH"), nil, append(props(map[string]string{
 		"security.protocol":                   "SASL_PLAINTEXT",
 		"sasl.mechanism":                      "OAUTHBEARER",
 		"sasl.oauthbearer.token.endpoint.url": srv.URL + "/token",
 		"sasl.jaas.config":                    `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="lh-client" clientSecret="lh-secret";`,
-	})...)
+	}), producer.SASLFromProperties("OAUTHBEARER", clientCredentials))...)
 	run := startLonghaul(p, topic, n, parts, 5) // 500 records/s
 	sent := run.wait(t, 2*time.Minute)
 	require.Empty(t, run.failures())
@@ -274,6 +278,32 @@ func testOAuthBearer(t *testing.T, e *secEnv) {
 	assert.Equal(t, n, rep.Acked)
 	t.Logf("token endpoint hits: %d", hits.Load())
 	assert.GreaterOrEqual(t, hits.Load(), int64(2), "tokens were refreshed during the run")
+}
+
+// clientCredentials logs in with a token fetched, for each connection,
+// from the endpoint and client of sp by the client credentials grant.
+func clientCredentials(sp producer.SASLProperties) (sasl.Mechanism, error) {
+	return oauth.Oauth(func(ctx context.Context) (oauth.Auth, error) {
+		form := url.Values{"grant_type": {"client_credentials"}}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, sp.TokenEndpointURL, strings.NewReader(form.Encode()))
+		if err != nil {
+			return oauth.Auth{}, err
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.SetBasicAuth(sp.JAAS["clientId"], sp.JAAS["clientSecret"])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return oauth.Auth{}, err
+		}
+		defer resp.Body.Close()
+		var tok struct {
+			AccessToken string `json:"access_token"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&tok); err != nil || resp.StatusCode != http.StatusOK {
+			return oauth.Auth{}, fmt.Errorf("token endpoint: %s, %v", resp.Status, err)
+		}
+		return oauth.Auth{Token: tok.AccessToken}, nil
+	}), nil
 }
 
 // unsecuredJWT returns an unsigned JWT (alg none) for Kafka's unsecured
