@@ -60,6 +60,15 @@ type Conn struct {
 	clientID *string
 	maxFrame int
 	versions map[int16]int16 // negotiated; read-only after Dial
+	// minVersions holds the broker's lowest version per negotiated key,
+	// for requests sent below the negotiated version. Read-only after
+	// Dial.
+	minVersions map[int16]int16
+	// features holds ApiVersions' finalized features (v3+, KIP-584),
+	// name to max level, and featuresEpoch their epoch (-1: none
+	// reported). Read-only after Dial.
+	features      map[string]int16
+	featuresEpoch int64
 	// The SASL session (KIP-368); zero when it does not expire. Read-only
 	// after Dial.
 	sessionEnd time.Time
@@ -200,10 +209,22 @@ func RequireIdempotentProduce(c *Conn) error {
 // batches rely on. timeout <= 0 means no deadline. Completions of different requests may run
 // concurrently; done must not block for long.
 func (c *Conn) Send(req kmsg.Request, timeout time.Duration, done func(kmsg.Response, error)) {
+	c.send(req, -1, timeout, done)
+}
+
+// send is [Conn.Send] at no more than atMost (< 0: no cap). A cap below
+// the broker's lowest version of the key fails like a missing key.
+func (c *Conn) send(req kmsg.Request, atMost int16, timeout time.Duration, done func(kmsg.Response, error)) {
 	key := req.Key()
 	v, ok := c.Version(key)
+	if ok && atMost >= 0 && v > atMost {
+		v = atMost
+		if v < c.minVersions[key] {
+			ok = false
+		}
+	}
 	if !ok {
-		err := fmt.Errorf("%w: broker %s does not support api key %d", ErrUnsupportedVersion, c.addr, key)
+		err := fmt.Errorf("%w: broker %s does not support api key %d (at most v%d asked)", ErrUnsupportedVersion, c.addr, key, atMost)
 		go done(nil, err)
 		return
 	}
@@ -249,6 +270,11 @@ func (c *Conn) Send(req kmsg.Request, timeout time.Duration, done func(kmsg.Resp
 // deadline is ctx's deadline, if any. If ctx ends first Do returns ctx.Err()
 // and the request stays in flight; its eventual outcome is dropped.
 func (c *Conn) Do(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	return c.do(ctx, req, -1)
+}
+
+// do is [Conn.Do] at no more than atMost (< 0: no cap); see [Conn.send].
+func (c *Conn) do(ctx context.Context, req kmsg.Request, atMost int16) (kmsg.Response, error) {
 	var timeout time.Duration
 	if d, ok := ctx.Deadline(); ok {
 		if timeout = time.Until(d); timeout <= 0 {
@@ -260,7 +286,7 @@ func (c *Conn) Do(ctx context.Context, req kmsg.Request) (kmsg.Response, error) 
 		err  error
 	}
 	ch := make(chan result, 1)
-	c.Send(req, timeout, func(r kmsg.Response, err error) { ch <- result{r, err} })
+	c.send(req, atMost, timeout, func(r kmsg.Response, err error) { ch <- result{r, err} })
 	select {
 	case r := <-ch:
 		return r.resp, r.err

@@ -171,6 +171,17 @@ func (c *Conn) negotiate(caps map[int16]int16) error {
 		return fmt.Errorf("api versions: %w", kerr.ErrorForCode(resp.ErrorCode))
 	}
 	c.versions = make(map[int16]int16, len(resp.ApiKeys))
+	c.minVersions = make(map[int16]int16, len(resp.ApiKeys))
+	c.featuresEpoch = -1
+	if resp.Version >= 3 {
+		c.featuresEpoch = resp.FinalizedFeaturesEpoch
+		for _, f := range resp.FinalizedFeatures {
+			if c.features == nil {
+				c.features = make(map[string]int16, len(resp.FinalizedFeatures))
+			}
+			c.features[f.Name] = f.MaxVersionLevel
+		}
+	}
 	for _, k := range resp.ApiKeys {
 		ours := maxVersion(k.ApiKey)
 		if ours < 0 {
@@ -184,6 +195,7 @@ func (c *Conn) negotiate(caps map[int16]int16) error {
 			continue
 		}
 		c.versions[k.ApiKey] = v
+		c.minVersions[k.ApiKey] = k.MinVersion
 	}
 	return nil
 }

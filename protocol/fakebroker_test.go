@@ -41,6 +41,10 @@ type fakeBroker struct {
 	// SaslAuthenticate answer (KIP-368).
 	lifetime time.Duration
 	onFrame  func(frame []byte)
+	// features are the finalized features of ApiVersions v3+ answers,
+	// at epoch featuresEpoch.
+	features      []kmsg.ApiVersionsResponseFinalizedFeature
+	featuresEpoch int64
 }
 
 // allKeys advertises every key kmsg knows at 0..max (Produce up to 14).
@@ -165,6 +169,9 @@ func (b *fakeBroker) serve(nc net.Conn) {
 			case *kmsg.ApiVersionsRequest:
 				resp := r.ResponseKind().(*kmsg.ApiVersionsResponse)
 				resp.ApiKeys = b.keys
+				if len(b.features) > 0 {
+					resp.FinalizedFeatures, resp.FinalizedFeaturesEpoch = b.features, b.featuresEpoch
+				}
 				reply(h.CorrelationID)(resp)
 			case *kmsg.SASLHandshakeRequest:
 				resp := r.ResponseKind().(*kmsg.SASLHandshakeResponse)
