@@ -35,9 +35,24 @@ import (
 //   duplicate) batch by an error code; DropProduceResponses drops the
 //   whole response after the appends.
 //
-// Simplifications: no transactions (transactional batches are
-// INVALID_TXN_STATE), no replication, LogAppendTime batches keep the
-// client's timestamps.
+// * Transactions: a transactional batch (attribute bit 0x10) needs the
+//   request's transactional id mapping to its producer id
+//   (INVALID_PRODUCER_ID_MAPPING) at the coordinator's epoch
+//   (INVALID_PRODUCER_EPOCH). Its first batch on a partition per
+//   transaction is verified: under transaction version 2 at v12+ it adds
+//   the partition to the transaction (while the previous one's markers
+//   are pending the request waits for them up to 100 ms, as Kafka retries
+//   inside the broker, then answers CONCURRENT_TRANSACTIONS, or
+//   NOT_ENOUGH_REPLICAS below v12; sequence 0 required where the
+//   producer retains no batch of its epoch, unless
+//   SetLenientTransactionStart), otherwise the partition must have been
+//   added by AddPartitionsToTxn (INVALID_TXN_STATE up to v10,
+//   TRANSACTION_ABORTABLE from v11). An idempotent, non-transactional
+//   batch of a producer with an open transaction on the partition is
+//   INVALID_TXN_STATE.
+//
+// Simplifications: no replication, LogAppendTime batches keep the
+// client's timestamps, one producer id per request is not enforced.
 
 func init() { regKey(0, 3, produceMaxVersion, handleProduce) }
 
@@ -49,6 +64,16 @@ func handleProduce(c *Cluster, r *request) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	now := time.Now()
 	v14 := req.Version >= 14
+	if c.txnCompleting(req) && !r.final {
+		// Kafka retries a transactional produce meeting the previous
+		// transaction's pending markers inside the broker for up to
+		// 100 ms before answering CONCURRENT_TRANSACTIONS.
+		r.waitCh = c.dataWait()
+		if r.waitUntil.IsZero() {
+			r.waitUntil = r.readAt.Add(min(txnProduceWait, maxFetchWait))
+		}
+		return nil, errWaitData
+	}
 
 	var leaders map[int32]bool // nodes named in CurrentLeader hints, for resp.Brokers
 	answer := func(rt *kmsg.ProduceResponseTopic, part int32, code int16, msg string) *kmsg.ProduceResponseTopicPartition {
@@ -212,9 +237,6 @@ func (c *Cluster) producePartition(r *request, p *partition, records []byte, sp 
 	case info.Control():
 		fail(kerr.InvalidRecord.Code, "clients cannot send control batches")
 		return
-	case info.Transactional():
-		fail(kerr.InvalidTxnState.Code, "transactions are not supported")
-		return
 	case badDeltas:
 		fail(kerr.InvalidRecord.Code, "record offset deltas must be 0..n-1")
 		return
@@ -224,6 +246,10 @@ func (c *Cluster) producePartition(r *request, p *partition, records []byte, sp 
 	// next request into a fresh buffer.
 	b := records[:len(records):len(records)]
 
+	if code, msg := c.txnProduce(r, p, info, now); code != 0 {
+		fail(code, msg)
+		return
+	}
 	if info.ProducerID < 0 {
 		r.cc.keepFrame = true
 		sp.BaseOffset = c.appendBatch(p, b, info)
@@ -249,6 +275,7 @@ func (c *Cluster) producePartition(r *request, p *partition, records []byte, sp 
 	case verdictAppend:
 		r.cc.keepFrame = true
 		base := c.appendBatch(p, b, info)
+		c.txnAppended(p, info, base)
 		if s == nil {
 			s = &producerState{epoch: info.ProducerEpoch}
 			p.pids[info.ProducerID] = s

@@ -19,12 +19,18 @@ import (
 //   KIP-951 CurrentLeader at v12+). CurrentLeaderEpoch (v9+) older than
 //   ours is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH. An offset
 //   beyond the log end is OFFSET_OUT_OF_RANGE.
+// * IsolationLevel 1 (read_committed) serves only batches below the last
+//   stable offset (the first offset of the earliest open transaction) and
+//   lists the aborted transactions overlapping the data served
+//   (AbortedTransactions: producer id, first offset), so the consumer
+//   drops their records; control batches (markers) are served as they
+//   are in the log. LastStableOffset is always the partition's LSO.
 // * With fewer than MinBytes ready, waits for an append up to MaxWait,
 //   capped at maxFetchWait so a test never hangs on it.
 //
 // Simplifications: no fetch sessions (SessionID 0 makes clients send full
-// fetches), no isolation levels (no transactions), no follower fetching,
-// high watermark = last stable offset = log end, log start always 0.
+// fetches), no follower fetching, high watermark = log end, log start
+// always 0.
 
 func init() { regKey(1, 4, 16, handleFetch) }
 
@@ -61,22 +67,33 @@ func handleFetch(c *Cluster, r *request) (kmsg.Response, error) {
 					}
 					break
 				}
-				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = p.next, p.next, 0
+				lso := c.lso(p)
+				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = p.next, lso, 0
 				if qp.FetchOffset < 0 || qp.FetchOffset > p.next {
 					sp.ErrorCode = kerr.OffsetOutOfRange.Code
 					break
 				}
+				end := p.next // read_uncommitted reads to the high watermark
+				if req.IsolationLevel == 1 {
+					end = lso
+				}
 				partMax := int(qp.PartitionMaxBytes)
 				i := sort.Search(len(p.batches), func(i int) bool { return p.batches[i].last >= qp.FetchOffset })
 				n := 0
+				upper := qp.FetchOffset // end of the data served
 				for ; i < len(p.batches); i++ {
-					b := p.batches[i].raw
-					if (n > 0 && n+len(b) > partMax) || (total > 0 && total+len(b) > maxBytes) {
+					sb := p.batches[i]
+					b := sb.raw
+					if sb.base >= end || (n > 0 && n+len(b) > partMax) || (total > 0 && total+len(b) > maxBytes) {
 						break
 					}
 					sp.RecordBatches = append(sp.RecordBatches, b...)
 					n += len(b)
 					total += len(b)
+					upper = sb.last + 1
+				}
+				if req.IsolationLevel == 1 {
+					sp.AbortedTransactions = c.abortedIn(p, qp.FetchOffset, upper)
 				}
 			}
 			rt.Partitions = append(rt.Partitions, sp)
@@ -106,4 +123,22 @@ func (c *Cluster) checkLeader(n *node, p *partition, epoch int32) int16 {
 		return kerr.UnknownLeaderEpoch.Code
 	}
 	return 0
+}
+
+// abortedIn lists p's aborted transactions overlapping offsets
+// [from, upper). c.mu is held.
+func (c *Cluster) abortedIn(p *partition, from, upper int64) []kmsg.FetchResponseTopicPartitionAbortedTransaction {
+	pt := c.ptxn[p]
+	if pt == nil {
+		return nil
+	}
+	var out []kmsg.FetchResponseTopicPartitionAbortedTransaction
+	for _, a := range pt.aborted {
+		if a.last >= from && a.first < upper {
+			at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+			at.ProducerID, at.FirstOffset = a.pid, a.first
+			out = append(out, at)
+		}
+	}
+	return out
 }

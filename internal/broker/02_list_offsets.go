@@ -13,8 +13,10 @@ import (
 //   the first record at or after it (offset -1 if none).
 // * Leader and CurrentLeaderEpoch (v4+) are checked as in Fetch.
 //
-// Simplifications: no isolation levels (read_committed = read_uncommitted),
-// no tiered storage timestamps (-4, -5 answer like -2).
+// * IsolationLevel 1 (read_committed, v2+) answers the latest offset (-1)
+//   with the last stable offset.
+//
+// Simplifications: no tiered storage timestamps (-4, -5 answer like -2).
 
 func init() { regKey(2, 1, 8, handleListOffsets) }
 
@@ -42,6 +44,8 @@ func handleListOffsets(c *Cluster, r *request) (kmsg.Response, error) {
 			}
 			sp.LeaderEpoch = p.epoch
 			switch ts := qp.Timestamp; {
+			case ts == -1 && req.IsolationLevel == 1:
+				sp.Offset = c.lso(p)
 			case ts == -1:
 				sp.Offset = p.next
 			case ts == -3:

@@ -20,8 +20,12 @@ import (
 // * A version above 4 is answered with a v0 response carrying
 //   UNSUPPORTED_VERSION and our ApiVersions range (KIP-511), as Kafka does.
 //
-// Simplifications: no features (KIP-584), client software name and version
-// are not validated.
+// * v3+ lists the feature transaction.version (supported 0-2) and, when
+//   above 0, its finalized level ([Cluster.SetTransactionVersion]) with
+//   FinalizedFeaturesEpoch, which grows with every change.
+//
+// Simplifications: no other features (KIP-584), client software name and
+// version are not validated.
 
 func init() { regKey(18, 0, 4, handleApiVersions) }
 
@@ -53,8 +57,22 @@ func handleApiVersions(c *Cluster, r *request) (kmsg.Response, error) {
 		}
 		resp.ApiKeys = append(resp.ApiKeys, ak)
 	}
+	if req.Version >= 3 {
+		sf := kmsg.NewApiVersionsResponseSupportedFeature()
+		sf.Name, sf.MinVersion, sf.MaxVersion = featTxnVersion, 0, 2
+		resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+		resp.FinalizedFeaturesEpoch = c.featuresEpoch
+		if c.txnVersion > 0 {
+			ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+			ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = featTxnVersion, c.txnVersion, c.txnVersion
+			resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+		}
+	}
 	return resp, nil
 }
+
+// featTxnVersion is the feature name of the transaction version (KIP-890).
+const featTxnVersion = "transaction.version"
 
 // Kafka 2.4's highest versions of the keys a producer uses (SetKafka24).
 const (

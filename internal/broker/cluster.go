@@ -40,6 +40,22 @@ type Cluster struct {
 	retired         []*node                      // processes replaced by MoveNode, serving out their grace
 	overWindow      int64                        // batches in flight beyond the announced window (OverWindow)
 	overWindowFirst []string                     // the first few of them, described
+
+	// The transaction and group coordinators (txn.go, groups.go).
+	txns            map[string]*txnMeta       // transactional id -> coordinator state
+	ptxn            map[*partition]*partTxn   // open transactions, aborted index, markers
+	groups          map[string]*group         // consumer groups and their offsets
+	coordLeaders    [2][coordPartitions]int32 // node leading each __consumer_offsets, __transaction_state partition
+	coordEpoch      int32                     // +1 per coordinator move, carried by markers
+	coordFaults     []coordFault              // InjectCoordinatorError
+	txnVersion      int16                     // finalized transaction.version
+	featuresEpoch   int64                     // FinalizedFeaturesEpoch, +1 per change
+	markerDelay     time.Duration             // SetMarkerDelay
+	markersHeld     bool                      // HoldMarkers
+	heldMarkers     []func()                  // marker writes waiting for HoldMarkers(false)
+	timers          map[*time.Timer]struct{}  // pending after calls, stopped by Close
+	lenientTxnStart bool                      // SetLenientTransactionStart
+	txnStats        TxnStats                  // TxnStats
 }
 
 // node is one broker process serving a node id: a listener and its
@@ -88,6 +104,13 @@ func Start(cfg Config) (*Cluster, error) {
 		expiration:    cfg.ProducerIDExpiration,
 		nextPID:       1000,
 		pidEpochs:     make(map[int64]int16),
+		txns:          make(map[string]*txnMeta),
+		ptxn:          make(map[*partition]*partTxn),
+		groups:        make(map[string]*group),
+		txnVersion:    2,
+		featuresEpoch: 1,
+		markerDelay:   DefaultMarkerDelay,
+		timers:        make(map[*time.Timer]struct{}),
 	}
 	for i := range cfg.Nodes {
 		n := &node{c: c, id: int32(i), conns: make(map[*conn]struct{}), rtt: cfg.RTT, bw: cfg.Bandwidth, proc: newProcess()}
@@ -102,6 +125,10 @@ func Start(cfg Config) (*Cluster, error) {
 		}
 		n.ln, n.addr = ln, ln.Addr().String()
 		c.nodes = append(c.nodes, n)
+	}
+	for i := range coordPartitions {
+		c.coordLeaders[0][i] = int32(i % len(c.nodes))
+		c.coordLeaders[1][i] = int32(i % len(c.nodes))
 	}
 	for _, id := range cfg.OldNodes {
 		c.nodes[id].old = true
@@ -180,6 +207,7 @@ func (c *Cluster) Close() error {
 	}
 	c.closed = true
 	close(c.die)
+	c.stopTimers()
 	var errs []error
 	var conns []*conn
 	for _, n := range append(append([]*node(nil), c.nodes...), c.retired...) {

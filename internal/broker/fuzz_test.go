@@ -94,6 +94,89 @@ func fuzzSeeds(t testing.TB, c *Cluster) [][]byte {
 		req.Resources = append(req.Resources, rr)
 		add(req)
 	}
+	out = append(out, txnFuzzSeeds(t, c)...)
+	return out
+}
+
+// txnFuzzSeeds returns valid frames of the transaction and group
+// coordinator requests.
+func txnFuzzSeeds(t testing.TB, c *Cluster) [][]byte {
+	cid := "fuzz"
+	var out [][]byte
+	add := func(req kmsg.Request) {
+		f := protocol.AppendRequest(nil, req, 1, &cid)
+		out = append(out, f[4:])
+	}
+	for _, v := range []int16{0, 1, 3, 4, 6} {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.Version, req.CoordinatorType = v, 1
+		req.CoordinatorKey, req.CoordinatorKeys = "tx", []string{"tx", "g"}
+		add(req)
+	}
+	for _, v := range []int16{1, 3, 4, 5} {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.Version, req.TransactionalID, req.TransactionTimeoutMillis = v, kmsg.StringPtr("tx"), 60000
+		req.ProducerID, req.ProducerEpoch = 1000, 0
+		add(req)
+	}
+	for _, v := range []int16{0, 3, 4, 5} {
+		req := kmsg.NewPtrAddPartitionsToTxnRequest()
+		req.Version, req.TransactionalID, req.ProducerID = v, "tx", 1000
+		rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+		rt.Topic, rt.Partitions = "t", []int32{0, 1}
+		req.Topics = append(req.Topics, rt)
+		tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
+		tx.TransactionalID, tx.ProducerID, tx.VerifyOnly = "tx", 1000, v == 5
+		tt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+		tt.Topic, tt.Partitions = "t", []int32{0}
+		tx.Topics = append(tx.Topics, tt)
+		req.Transactions = append(req.Transactions, tx)
+		add(req)
+	}
+	for _, v := range []int16{0, 3, 4} {
+		req := kmsg.NewPtrAddOffsetsToTxnRequest()
+		req.Version, req.TransactionalID, req.ProducerID, req.Group = v, "tx", 1000, "g"
+		add(req)
+	}
+	for _, v := range []int16{0, 3, 4, 5} {
+		req := kmsg.NewPtrEndTxnRequest()
+		req.Version, req.TransactionalID, req.ProducerID, req.Commit = v, "tx", 1000, v%2 == 0
+		add(req)
+	}
+	for _, v := range []int16{0, 3, 5} {
+		req := kmsg.NewPtrTxnOffsetCommitRequest()
+		req.Version, req.TransactionalID, req.Group, req.ProducerID = v, "tx", "g", 1000
+		req.Generation = -1
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		rp.Offset = 3
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		add(req)
+	}
+	for _, v := range []int16{1, 2, 7, 8, 9} {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Version, req.Group, req.RequireStable = v, "g", v >= 7
+		rt := kmsg.NewOffsetFetchRequestTopic()
+		rt.Topic, rt.Partitions = "t", []int32{0}
+		req.Topics = append(req.Topics, rt)
+		g := kmsg.NewOffsetFetchRequestGroup()
+		g.Group = "g"
+		req.Groups = append(req.Groups, g)
+		add(req)
+	}
+	var bb protocol.BatchBuilder
+	bb.Append(1700000000000, nil, []byte("v"), nil)
+	b, err := bb.Build(nil, protocol.BatchHeader{ProducerID: 1000, ProducerEpoch: 0, BaseSequence: 0, Transactional: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []int16{11, 12} {
+		req := produceReq(c, v, "t", 0, b)
+		req.TransactionID = kmsg.StringPtr("tx")
+		add(req)
+	}
 	return out
 }
 
@@ -129,6 +212,7 @@ func checkAndResetLogs(t testing.TB, c *Cluster) {
 			}
 			p.batches, p.next = nil, 0
 			clear(p.pids)
+			delete(c.ptxn, p)
 		}
 		if name != "t" {
 			c.partitions -= len(tp.parts)

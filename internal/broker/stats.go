@@ -1,5 +1,7 @@
 package broker
 
+import "slices"
+
 // PartitionStats are a partition's counters since it was created or since
 // [Cluster.ResetStats].
 type PartitionStats struct {
@@ -48,8 +50,10 @@ func (c *Cluster) ResetStats() {
 }
 
 // Records returns a copy of the partition's log, in offset order; nil for
-// an unknown partition. Key, Value and Headers share the broker's memory
-// and must not be modified.
+// an unknown partition. Transaction markers are left out (their offsets
+// are gaps); records of open and aborted transactions are in
+// ([Cluster.CommittedRecords] leaves them out). Key, Value and Headers
+// share the broker's memory and must not be modified.
 func (c *Cluster) Records(topic string, partition int32) []LogRecord {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -57,7 +61,11 @@ func (c *Cluster) Records(topic string, partition int32) []LogRecord {
 	if p == nil {
 		return nil
 	}
-	return p.logRecords()
+	recs := p.logRecords()
+	if pt := c.ptxn[p]; pt != nil && len(pt.control) > 0 {
+		recs = slices.DeleteFunc(recs, func(r LogRecord) bool { return pt.control[r.Offset] })
+	}
+	return recs
 }
 
 // InitProducerIDRequests returns how many InitProducerId requests asked
