@@ -118,6 +118,10 @@ type pending struct {
 	written    bool
 	noResponse bool // Produce with acks=0: the broker does not answer
 	done       func(kmsg.Response, error)
+	// A produce exchange ([Conn.Produce]) is decoded into res and
+	// completed through produced instead of done.
+	res      *ProduceResult
+	produced func(error)
 
 	// writing is set (under mu) while the writer may still read the
 	// caller's record bytes referenced by frame. A completion decided
@@ -128,6 +132,16 @@ type pending struct {
 	parked  bool
 	resp    kmsg.Response
 	err     error
+}
+
+// finish runs p's completion: resp is nil for a produce exchange, whose
+// answer is in p.res.
+func (p *pending) finish(resp kmsg.Response, err error) {
+	if p.produced != nil {
+		p.produced(err)
+		return
+	}
+	p.done(resp, err)
 }
 
 // Addr returns the address the connection was dialed to.
@@ -183,12 +197,8 @@ func RequireIdempotentProduce(c *Conn) error {
 // (for example sent again on another connection, or its Records set to
 // nil).
 //
-// Ownership of produce data: for a [kmsg.ProduceRequest] (v3+), the bytes
-// of each partition's Records are not copied but written from the
-// caller's memory (writev), so they must stay unchanged until done has
-// run; they may be read concurrently (the same batch sent again on another
-// connection). The connection keeps no reference to them after done runs.
-// Other requests, and record sets under 1 KiB, are copied by Send.
+// Every byte of req is copied, a [kmsg.ProduceRequest]'s record sets
+// included; [Conn.Produce] writes them from the caller's memory instead.
 //
 // done is called exactly once,
 // never from inside Send, on a goroutine of the connection, with:
@@ -196,10 +206,7 @@ func RequireIdempotentProduce(c *Conn) error {
 //     written);
 //   - an error wrapping [ErrUnsupportedVersion] if the broker lacks the key;
 //   - a [*ConnError] wrapping [ErrRequestTimeout] if timeout (> 0) passed
-//     first; the connection stays open and a late response is discarded,
-//     except when a produce request whose record sets Send did not copy
-//     is still being written (the broker stopped reading): then the
-//     connection is closed, and done runs once the write has returned;
+//     first; the connection stays open and a late response is discarded;
 //   - a [*ConnError] wrapping [ErrConnClosed] if the connection died while
 //     the request was queued or outstanding, or was already dead.
 //
@@ -241,16 +248,67 @@ func (c *Conn) send(req kmsg.Request, atMost int16, timeout time.Duration, done 
 	}
 	p.frame = getFrame()
 	p.frame.encode(req, p.id, c.clientID)
+	c.enqueue(p, timeout)
+}
+
+// Produce sends req at [Conn.Version] of Produce, which must be 3 or later
+// (idempotent batches), and decodes the broker's answer into res, which
+// reset first: res.Partitions[i] answers req's i-th Add
+// ([ProducePartitionResult.Answered] false for a partition the response
+// left out, and for every partition with Acks 0). It returns without
+// waiting for the network. req is encoded before Produce returns and may
+// be reset and reused then.
+//
+// Ownership: the record sets of req's batches are not copied but written
+// from the caller's memory (writev; sets under 1 KiB are copied), so they
+// must stay unchanged until done has run; they may be read concurrently
+// (the same batch sent again on another connection). res belongs to the
+// connection until done runs. The connection keeps no reference to
+// either after that.
+//
+// done is called exactly once, never from inside Produce, on a goroutine
+// of the connection, with nil once res holds the answer (with Acks 0, once
+// the request is written), or with an error as [Conn.Send] describes, res
+// then unspecified. Besides those: an error wrapping
+// [ErrUnsupportedVersion] when the negotiated Produce version is below 3;
+// and when timeout passes while the writer still writes the request's
+// record sets (the broker stopped reading), the connection is closed and
+// done runs, with an error wrapping [ErrRequestTimeout], once the write
+// has returned.
+func (c *Conn) Produce(req *ProduceRequest, res *ProduceResult, timeout time.Duration, done func(error)) {
+	v, ok := c.Version(0)
+	if !ok || v < 3 {
+		err := fmt.Errorf("%w: broker %s does not take Produce v3+ (negotiated v%d)", ErrUnsupportedVersion, c.addr, v)
+		go done(err)
+		return
+	}
+	res.reset(req, v)
+	p := &pending{
+		id:         c.nextID.Add(1) & 0x7fffffff,
+		key:        0,
+		version:    v,
+		heapIdx:    -1,
+		noResponse: req.Acks == 0,
+		res:        res,
+		produced:   done,
+	}
+	p.frame = getFrame()
+	p.frame.encodeProduce(req, v, p.id, c.clientID)
+	c.enqueue(p, timeout)
+}
+
+// enqueue queues p, encoded, for the writer, with timeout (<= 0: none),
+// or completes it with the connection's error if it is dead.
+func (c *Conn) enqueue(p *pending, timeout time.Duration) {
 	if timeout > 0 {
 		p.deadline = time.Now().Add(timeout)
 	}
-
 	c.mu.Lock()
 	if c.closed {
 		err := c.err
 		c.mu.Unlock()
 		putFrame(p.frame)
-		go done(nil, &ConnError{Addr: c.addr, Err: err})
+		go p.finish(nil, &ConnError{Addr: c.addr, Err: err})
 		return
 	}
 	c.pend[p.id] = p
@@ -377,7 +435,7 @@ func (c *Conn) kill(cause error) ([]*pending, error) {
 
 func (c *Conn) failAll(list []*pending, err error) {
 	for _, p := range list {
-		p.done(nil, &ConnError{Addr: c.addr, Written: p.written, Err: err})
+		p.finish(nil, &ConnError{Addr: c.addr, Written: p.written, Err: err})
 	}
 }
 
@@ -394,13 +452,13 @@ func (c *Conn) parkLocked(p *pending, resp kmsg.Response, err error) bool {
 
 // complete runs p's completion now, or parks it if the writer is still
 // writing p. Callers that saw p.writing false under mu after taking p out
-// of pend may call p.done directly.
+// of pend may call p.finish directly.
 func (c *Conn) complete(p *pending, resp kmsg.Response, err error) {
 	c.mu.Lock()
 	parked := c.parkLocked(p, resp, err)
 	c.mu.Unlock()
 	if !parked {
-		p.done(resp, err)
+		p.finish(resp, err)
 	}
 }
 
@@ -493,7 +551,7 @@ func (c *Conn) writeLoop() {
 			resp, perr := p.resp, p.err
 			p.resp, p.err = nil, nil
 			parked[i] = nil
-			p.done(resp, perr)
+			p.finish(resp, perr)
 		}
 		if err != nil {
 			c.fail(fmt.Errorf("write: %w", err))
@@ -515,15 +573,23 @@ func (c *Conn) completeUnanswered(batch []*pending) {
 	}
 	c.mu.Unlock()
 	for _, p := range done {
-		p.done(nil, nil)
+		p.finish(nil, nil)
 	}
 }
 
-// readLoop reads response frames and completes their requests. Each frame
-// gets a fresh buffer because decoded responses alias it (Fetch records).
+// maxReusedFrame is the largest frame buffer readLoop keeps for the next
+// frame.
+const maxReusedFrame = 1 << 20
+
+// readLoop reads response frames and completes their requests. A frame's
+// buffer is read into again only after a produce exchange was decoded from
+// it (its result copies what it keeps); any other frame gets a fresh
+// buffer, because kmsg's decoded responses alias it (Fetch records).
 func (c *Conn) readLoop() {
+	var reuse []byte
 	for {
-		frame, err := ReadFrame(c.br, nil, c.maxFrame)
+		frame, err := ReadFrame(c.br, reuse, c.maxFrame)
+		reuse = nil
 		if err != nil {
 			c.fail(fmt.Errorf("read: %w", err))
 			return
@@ -556,7 +622,15 @@ func (c *Conn) readLoop() {
 			c.fail(fmt.Errorf("%w: response for correlation id %d, which no request is waiting for", ErrMalformedResponse, id))
 			return
 		}
-		resp, err := parseResponseAt(frame, p.key, p.version, id)
+		var resp kmsg.Response
+		if p.res != nil {
+			err = decodeProduceFrame(frame, p.version, id, p.res)
+			if cap(frame) <= maxReusedFrame {
+				reuse = frame[:0]
+			}
+		} else {
+			resp, err = parseResponseAt(frame, p.key, p.version, id)
+		}
 		if err != nil {
 			err = fmt.Errorf("%w: %w", ErrConnClosed, err)
 			c.complete(p, nil, &ConnError{Addr: c.addr, Written: true, Err: err})
@@ -566,7 +640,7 @@ func (c *Conn) readLoop() {
 		if writing {
 			c.complete(p, resp, nil)
 		} else {
-			p.done(resp, nil)
+			p.finish(resp, nil)
 		}
 	}
 }
@@ -627,7 +701,7 @@ func (c *Conn) expire() {
 	c.armLocked()
 	c.mu.Unlock()
 	for _, p := range list {
-		p.done(nil, &ConnError{Addr: c.addr, Written: p.written, Err: ErrRequestTimeout})
+		p.finish(nil, &ConnError{Addr: c.addr, Written: p.written, Err: ErrRequestTimeout})
 	}
 	if stuck {
 		// The writer is still writing a produce request past its

@@ -8,7 +8,9 @@
 //
 //   - Connections: [Dial] returns a pipelined [Conn] after ApiVersions and
 //     optional TLS/SASL. [Conn.Send] queues a request and reports its
-//     outcome through a callback; [Conn.Do] waits for it. [Conn.Version]
+//     outcome through a callback; [Conn.Do] waits for it. [Conn.Produce]
+//     is the produce exchange: a [ProduceRequest] in, a [ProduceResult]
+//     out, one answer per batch, without kmsg types. [Conn.Version]
 //     and [RequireIdempotentProduce] tell what was negotiated. [SafeToRetry]
 //     answers "could the broker have seen it?" for a failed request.
 //   - Typed helpers: [Metadata], [InitProducerID], [ListOffsets], [Fetch].
@@ -18,12 +20,12 @@
 //     uncompressed body, into its own ([BatchBuilder.BuildInPlace]);
 //     [ParseBatchHeader], [ParseRecordBatch] and [SplitBatches] decode
 //     them; [SetBatchSequence] and [SetBaseOffset] patch encoded batches.
-//   - Produce v14 (KIP-1269): [BatchesToRetain] and [SetBatchesToRetain]
-//     wrap the ProducerStateBatchesToRetain tagged field (tag 1), which
-//     kmsg keeps in UnknownTags; [CurrentLeader] reads KIP-951's hint. No
-//     other package touches tag numbers. ProduceResponses are decoded by
-//     this package, to kmsg's types and values, without a map per
-//     partition for the window ([ParseResponse]).
+//   - Produce v14 (KIP-1269): [ProducePartitionResult] carries the
+//     ProducerStateBatchesToRetain tagged field (tag 1) and KIP-951's
+//     CurrentLeader hint; on kmsg's types (the embedded broker, tests),
+//     [BatchesToRetain] and [SetBatchesToRetain] wrap tag 1, which kmsg
+//     keeps in UnknownTags, and [CurrentLeader] reads the hint. No other
+//     package touches tag numbers.
 //   - Framing, both directions (client and the embedded broker):
 //     [ReadFrame], [AppendRequest], [ParseRequest], [AppendResponse],
 //     [ParseResponse].

@@ -182,15 +182,10 @@ func ResponseCorrelationID(frame []byte) (int32, error) {
 // answering req, which must carry the version it was sent at. It checks
 // the correlation id, strips the header (flexible per req's key and
 // version) and decodes the body into req.ResponseKind() at req's version.
-// Errors wrap [ErrMalformedResponse]. The response may alias frame.
-//
-// A ProduceResponse is decoded by this package rather than by kmsg, to the
-// same values, except that at v14 the partitions whose only unknown tag is
-// ProducerStateBatchesToRetain share one UnknownTags per window value
-// instead of a map each (for the first 32 distinct values the process
-// sees; later ones get a map per partition): they are read-only (read them
-// with [BatchesToRetain], replace the window with [SetBatchesToRetain]; a
-// Set of their own would change them all).
+// Errors wrap [ErrMalformedResponse]. The response may alias frame. A
+// ProduceResponse v14 decodes as kmsg's v13 with the window among each
+// partition's UnknownTags, where [BatchesToRetain] reads it; [Conn.Produce]
+// decodes produce answers into a [ProduceResult] instead, without kmsg.
 func ParseResponse(frame []byte, req kmsg.Request, correlationID int32) (kmsg.Response, error) {
 	return parseResponseAt(frame, req.Key(), req.GetVersion(), correlationID)
 }
@@ -205,16 +200,6 @@ func parseResponseAt(frame []byte, key, version int16, correlationID int32) (kms
 		return nil, fmt.Errorf("%w: correlation id %d, want %d", ErrMalformedResponse, id, correlationID)
 	}
 	r := kbin.Reader{Src: frame[4:]}
-	if key == 0 && version >= 0 && version <= MaxProduceVersion {
-		if version >= 9 && !skipTags(&r) {
-			return nil, fmt.Errorf("%w: bad header tags", ErrMalformedResponse)
-		}
-		pr, err := decodeProduceResponse(r.Src, version)
-		if err != nil {
-			return nil, fmt.Errorf("%w: key %d v%d: %w", ErrMalformedResponse, key, version, err)
-		}
-		return pr, nil
-	}
 	resp := kmsg.ResponseForKey(key)
 	if resp == nil {
 		return nil, fmt.Errorf("%w: unknown api key %d", ErrMalformedResponse, key)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -172,8 +173,8 @@ func FuzzParseRecordBatch(f *testing.F) {
 
 // FuzzParseRequest feeds arbitrary frames to the broker-side parser: no
 // panic, any request it accepts re-encodes to a frame that parses to the
-// same body, and Conn.Send's segmented encoding of it equals
-// AppendRequest's frame.
+// same body, and for a produce request, Conn.Produce's segmented encoding
+// of its batches equals AppendRequest's frame.
 func FuzzParseRequest(f *testing.F) {
 	for _, s := range requestSeeds(f) {
 		f.Add(s)
@@ -197,15 +198,45 @@ func FuzzParseRequest(f *testing.F) {
 		if h2.CorrelationID != h.CorrelationID || !bytes.Equal(req2.AppendTo(nil), body) {
 			t.Fatal("request changed across a round trip")
 		}
-		// What Conn.Send writes (produce record sets by reference) is
-		// AppendRequest's frame.
+		// What Conn.Produce writes for the same batches (record sets by
+		// reference) is AppendRequest's frame.
+		pr, ok := fromKmsg(req)
+		if !ok {
+			return
+		}
 		f := getFrame()
 		defer putFrame(f)
-		f.encode(req, h.CorrelationID, h.ClientID)
+		f.encodeProduce(pr, h.Version, h.CorrelationID, h.ClientID)
 		if want := AppendRequest(nil, req, h.CorrelationID, h.ClientID); !bytes.Equal(flatten(f), want) {
-			t.Fatalf("key %d v%d: Send's segments differ from AppendRequest", h.Key, h.Version)
+			t.Fatalf("v%d: Produce's segments differ from AppendRequest", h.Version)
 		}
 	})
+}
+
+// fromKmsg returns the ProduceRequest adding req's batches, when req is a
+// produce request at v3+ that one can express: no unknown tags, no topic
+// without partitions, and no topic (name and id) listed twice.
+func fromKmsg(req kmsg.Request) (*ProduceRequest, bool) {
+	kr, ok := req.(*kmsg.ProduceRequest)
+	if !ok || kr.Version < 3 || kr.UnknownTags.Len() > 0 {
+		return nil, false
+	}
+	pr := &ProduceRequest{TransactionalID: kr.TransactionID, Acks: kr.Acks, Timeout: time.Duration(kr.TimeoutMillis) * time.Millisecond}
+	seen := map[[2]string]bool{}
+	for _, t := range kr.Topics {
+		key := [2]string{t.Topic, string(t.TopicID[:])}
+		if seen[key] || t.UnknownTags.Len() > 0 || len(t.Partitions) == 0 {
+			return nil, false
+		}
+		seen[key] = true
+		for _, p := range t.Partitions {
+			if p.UnknownTags.Len() > 0 {
+				return nil, false
+			}
+			pr.Add(t.Topic, t.TopicID, p.Partition, p.Records)
+		}
+	}
+	return pr, true
 }
 
 // TestWriteFuzzCorpus writes the seed corpora to testdata/fuzz when

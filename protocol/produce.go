@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kbin"
@@ -25,49 +26,49 @@ const DefaultBatchesToRetain = 5
 const tagBatchesToRetain = 1
 
 // BatchesToRetain returns KIP-1269's ProducerStateBatchesToRetain (tag 1,
-// int32, Produce v14+) from a partition response decoded at version. For
-// version < 14 or when the tag is absent it returns
-// ([DefaultBatchesToRetain], false, nil). A tag whose value is not exactly
-// 4 bytes returns (DefaultBatchesToRetain, false, err) with err wrapping
-// [ErrMalformedResponse]. A present value is returned as sent, including 0
-// and negatives: the caller applies the "<= 0 means 5" policy and decides
-// whether to log. It does not modify p and is safe to call concurrently on
-// the same p. On a partition decoded by [ParseResponse] (or a [Conn]) whose
-// only unknown tag is the window it does not allocate.
+// int32, Produce v14+) from a kmsg partition response decoded at version
+// (the server side, tests and tools: [Conn.Produce] hands the window over
+// in [ProducePartitionResult]). For version < 14 or when the tag is absent
+// it returns ([DefaultBatchesToRetain], false, nil). A tag whose value is
+// not exactly 4 bytes returns (DefaultBatchesToRetain, false, err) with err
+// wrapping [ErrMalformedResponse]. A present value is returned as sent,
+// including 0 and negatives: the caller applies the "<= 0 means 5" policy
+// and decides whether to log. It does not modify p and is safe to call
+// concurrently on the same p.
 func BatchesToRetain(version int16, p *kmsg.ProduceResponseTopicPartition) (n int32, present bool, err error) {
 	n = DefaultBatchesToRetain
 	if version < 14 || p.UnknownTags.Len() == 0 {
 		return n, false, nil
 	}
-	if w, ok := sharedWindowValue(&p.UnknownTags); ok {
-		return w, true, nil
-	}
+	var raw []byte
 	p.UnknownTags.Each(func(key uint32, val []byte) {
-		if key != tagBatchesToRetain {
-			return
+		if key == tagBatchesToRetain {
+			raw, present = val, true
 		}
-		if len(val) != 4 {
-			err = fmt.Errorf("%w: ProducerStateBatchesToRetain (tag %d) is %d bytes, want 4", ErrMalformedResponse, tagBatchesToRetain, len(val))
-			return
-		}
-		n, present = (&kbin.Reader{Src: val}).Int32(), true
 	})
-	if err != nil {
-		return DefaultBatchesToRetain, false, err
+	if !present {
+		return n, false, nil
 	}
-	return n, present, nil
+	return windowValue(raw)
+}
+
+// windowValue reads a ProducerStateBatchesToRetain tag's value: an int32,
+// or an error wrapping [ErrMalformedResponse] (and the default) for any
+// other size.
+func windowValue(raw []byte) (n int32, present bool, err error) {
+	if len(raw) != 4 {
+		return DefaultBatchesToRetain, false, fmt.Errorf("%w: ProducerStateBatchesToRetain (tag %d) is %d bytes, want 4", ErrMalformedResponse, tagBatchesToRetain, len(raw))
+	}
+	return int32(binary.BigEndian.Uint32(raw)), true, nil
 }
 
 // SetBatchesToRetain stores n as ProducerStateBatchesToRetain (tag 1) in p,
 // replacing any previous value. [AppendResponse] encodes it only when the
 // response's version is 14 or later (kmsg alone would write unknown tags at
-// every flexible version, v9+). Not safe for concurrent use on the same p.
-// On a partition [ParseResponse] decoded, whose tags are shared with every
-// partition of the same window, p gets tags of its own first.
+// every flexible version, v9+). Not safe for concurrent use on the same p;
+// p must not hold tags shared with another partition
+// ([BatchesToRetainTags]).
 func SetBatchesToRetain(p *kmsg.ProduceResponseTopicPartition, n int32) {
-	if _, shared := sharedWindowValue(&p.UnknownTags); shared {
-		p.UnknownTags = kmsg.Tags{} // they hold tag 1 alone
-	}
 	p.UnknownTags.Set(tagBatchesToRetain, kbin.AppendInt32(nil, n))
 }
 

@@ -1,15 +1,14 @@
 package protocol
 
 import (
-	"context"
-	"encoding/binary"
+	"errors"
 	"fmt"
-	"sync"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -108,62 +107,221 @@ func randomProduceResponse(g *byteGen, version int16) *kmsg.ProduceResponse {
 	return r
 }
 
-// decodeBoth decodes body at version with kmsg and with ours; both must
-// accept it or both reject it, and accepted, give the same value.
-func decodeBoth(t *testing.T, body []byte, version int16) *kmsg.ProduceResponse {
+// ask is one batch of a request: its topic and partition.
+type ask struct {
+	topic     string
+	id        [16]byte
+	partition int32
+}
+
+// requestFor is a ProduceRequest adding one (empty) batch per ask, in order.
+func requestFor(asks []ask) *ProduceRequest {
+	req := &ProduceRequest{Acks: -1}
+	for _, a := range asks {
+		req.Add(a.topic, a.id, a.partition, nil)
+	}
+	return req
+}
+
+// asksOf lists every partition of r, in order.
+func asksOf(r *kmsg.ProduceResponse) []ask {
+	var out []ask
+	for _, t := range r.Topics {
+		for _, p := range t.Partitions {
+			out = append(out, ask{t.Topic, t.TopicID, p.Partition})
+		}
+	}
+	return out
+}
+
+// perturb varies the asks for a response by mode: as answered, reversed,
+// every other one, with a partition the response does not answer, or none.
+func perturb(asks []ask, mode byte) []ask {
+	asks = slices.Clone(asks)
+	switch mode % 5 {
+	case 1:
+		slices.Reverse(asks)
+	case 2:
+		var half []ask
+		for i := 0; i < len(asks); i += 2 {
+			half = append(half, asks[i])
+		}
+		asks = half
+	case 3:
+		asks = append(asks, ask{"never", [16]byte{0xee}, -7})
+	case 4:
+		asks = nil
+	}
+	return asks
+}
+
+// wantResult is what decoding kr must give for asks, by ProduceResult's
+// rules read naively: kmsg's values, each answer filling the next Add in
+// wire order if it is for that partition, else the first unanswered one
+// that is; answers for partitions not asked for dropped.
+func wantResult(kr *kmsg.ProduceResponse, asks []ask) ProduceResult {
+	v := kr.Version
+	sameTopic := func(a ask, name string, id [16]byte) bool {
+		if v >= 13 {
+			return a.id == id
+		}
+		return a.topic == name
+	}
+	// Wire order: topics by first Add, batches by Add within a topic.
+	var groups [][]int
+	for i, a := range asks {
+		g := slices.IndexFunc(groups, func(g []int) bool {
+			return asks[g[0]].topic == a.topic && asks[g[0]].id == a.id
+		})
+		if g < 0 {
+			groups = append(groups, nil)
+			g = len(groups) - 1
+		}
+		groups[g] = append(groups[g], i)
+	}
+	var order []int
+	for _, g := range groups {
+		order = append(order, g...)
+	}
+	res := ProduceResult{Version: v, Throttle: time.Duration(kr.ThrottleMillis) * time.Millisecond}
+	for _, a := range asks {
+		res.Partitions = append(res.Partitions, ProducePartitionResult{
+			Topic: a.topic, TopicID: a.id, Partition: a.partition,
+			BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1,
+			Window: DefaultBatchesToRetain, LeaderID: -1, LeaderEpoch: -1,
+		})
+	}
+	next := 0
+	for ti, t := range kr.Topics {
+		// The request topic the answer names: the one at its position if
+		// it matches, else the first that does.
+		topic := -1
+		if ti < len(groups) && sameTopic(asks[groups[ti][0]], t.Topic, t.TopicID) {
+			topic = ti
+		} else {
+			topic = slices.IndexFunc(groups, func(g []int) bool { return sameTopic(asks[g[0]], t.Topic, t.TopicID) })
+		}
+		for j := range t.Partitions {
+			kp := &t.Partitions[j]
+			fits := func(at int) bool {
+				i := order[at]
+				return topic >= 0 && slices.Contains(groups[topic], i) &&
+					asks[i].partition == kp.Partition && !res.Partitions[i].Answered
+			}
+			at := -1
+			if next < len(order) && fits(next) {
+				at = next
+			} else {
+				for k := range order {
+					if fits(k) {
+						at = k
+						break
+					}
+				}
+			}
+			if at < 0 {
+				continue
+			}
+			next = at + 1
+			p := &res.Partitions[order[at]]
+			p.Answered = true
+			p.ErrorCode, p.BaseOffset = kp.ErrorCode, kp.BaseOffset
+			p.LogAppendTime, p.LogStartOffset = kp.LogAppendTime, kp.LogStartOffset
+			if kp.ErrorMessage != nil {
+				p.ErrorMessage = *kp.ErrorMessage
+			}
+			for _, e := range kp.ErrorRecords {
+				re := RecordError{RelativeOffset: e.RelativeOffset}
+				if e.ErrorMessage != nil {
+					re.Message = *e.ErrorMessage
+				}
+				p.RecordErrors = append(p.RecordErrors, re)
+			}
+			var err error
+			p.Window, p.WindowPresent, err = BatchesToRetain(v, kp)
+			p.WindowErr = err
+			p.LeaderID, p.LeaderEpoch = kp.CurrentLeader.LeaderID, kp.CurrentLeader.LeaderEpoch
+		}
+	}
+	for _, b := range kr.Brokers {
+		e := NodeEndpoint{NodeID: b.NodeID, Host: b.Host, Port: b.Port}
+		if b.Rack != nil {
+			e.Rack = *b.Rack
+		}
+		res.NodeEndpoints = append(res.NodeEndpoints, e)
+	}
+	return res
+}
+
+// comparable returns r's exported fields with errors reduced to whether
+// they are set, and empty slices as nil.
+func comparableResult(r *ProduceResult) ProduceResult {
+	out := ProduceResult{Version: r.Version, Throttle: r.Throttle}
+	if len(r.NodeEndpoints) > 0 {
+		out.NodeEndpoints = r.NodeEndpoints
+	}
+	for _, p := range r.Partitions {
+		p.topic = 0
+		if p.WindowErr != nil {
+			if !errors.Is(p.WindowErr, ErrMalformedResponse) {
+				panic("window error does not wrap ErrMalformedResponse")
+			}
+			p.WindowErr = ErrMalformedResponse
+		}
+		if len(p.RecordErrors) == 0 {
+			p.RecordErrors = nil
+		}
+		out.Partitions = append(out.Partitions, p)
+	}
+	return out
+}
+
+// decodeResult decodes body at version for asks into a result that a
+// previous, different answer used (so reset must clear it all).
+func decodeResult(body []byte, version int16, asks []ask) (*ProduceResult, error) {
+	res := &ProduceResult{}
+	stale := []ask{{"stale", [16]byte{9}, 3}, {"stale", [16]byte{9}, 4}}
+	res.reset(requestFor(stale), 14)
+	res.Partitions[0].Answered, res.Partitions[0].ErrorCode = true, 7
+	res.Partitions[1].RecordErrors = []RecordError{{1, "old"}}
+	res.NodeEndpoints = []NodeEndpoint{{NodeID: 1}}
+	res.Throttle = time.Hour
+	res.reset(requestFor(asks), version)
+	return res, res.decode(body)
+}
+
+// decodeBoth decodes body at version with kmsg and with ours for asks
+// (and for none, and one unrelated partition): both must accept it or
+// both reject it, whatever was asked, and accepted, agree on every value.
+// It returns kmsg's decoding, nil if rejected.
+func decodeBoth(t *testing.T, body []byte, version int16, asks func(*kmsg.ProduceResponse) []ask) *kmsg.ProduceResponse {
 	t.Helper()
 	want := kmsg.NewPtrProduceResponse()
 	want.Version = version
 	werr := want.ReadFrom(body)
-	got, err := decodeProduceResponse(body, version)
+	for _, a := range [][]ask{nil, {{"x", [16]byte{1}, 0}}} {
+		_, err := decodeResult(body, version, a)
+		require.Equal(t, werr == nil, err == nil, "v%d: kmsg %v, ours %v", version, werr, err)
+	}
 	if werr != nil {
-		require.Error(t, err, "v%d: kmsg rejects (%v), ours accepts", version, werr)
-		require.Nil(t, got)
 		return nil
 	}
-	require.NoError(t, err, "v%d: kmsg accepts, ours rejects", version)
-	require.Equal(t, want, got, "v%d", version)
-	return got
+	a := asks(want)
+	got, err := decodeResult(body, version, a)
+	require.NoError(t, err)
+	require.Equal(t, comparableResult(ptr(wantResult(want, a))), comparableResult(got), "v%d", version)
+	return want
 }
 
-// checkWindows checks BatchesToRetain on every partition of r against the
-// window bytes kmsg decoded into the partition's UnknownTags.
-func checkWindows(t *testing.T, r *kmsg.ProduceResponse) {
-	t.Helper()
-	for i := range r.Topics {
-		for j := range r.Topics[i].Partitions {
-			p := &r.Topics[i].Partitions[j]
-			var raw []byte
-			found := false
-			p.UnknownTags.Each(func(k uint32, v []byte) {
-				if k == tagBatchesToRetain {
-					raw, found = v, true
-				}
-			})
-			n, present, err := BatchesToRetain(r.Version, p)
-			switch {
-			case r.Version < 14 || !found:
-				require.NoError(t, err)
-				require.False(t, present)
-				require.Equal(t, int32(DefaultBatchesToRetain), n)
-			case len(raw) != 4:
-				require.ErrorIs(t, err, ErrMalformedResponse)
-				require.False(t, present)
-			default:
-				require.NoError(t, err)
-				require.True(t, present)
-				require.Equal(t, int32(binary.BigEndian.Uint32(raw)), n)
-			}
-		}
-	}
-}
+func ptr[T any](v T) *T { return &v }
 
-// FuzzProduceResponseDecoder holds our ProduceResponse decoder to kmsg's:
-// the first byte picks the version (0 to MaxProduceVersion); the rest is
-// decoded as a body by both, and also drives the building of a random
-// response that kmsg encodes and both decode. Both must accept or both
-// reject, and agree on every field; BatchesToRetain must read the window
-// kmsg decoded.
+// FuzzProduceResponseDecoder holds the ProduceResult decoder to kmsg's
+// ProduceResponse decoder: the first byte picks the version (0 to
+// MaxProduceVersion) and how the asked partitions differ from the answered
+// ones (perturb); the rest is decoded as a body by both, and also drives
+// the building of a random response that kmsg encodes and both decode.
+// Both must accept or both reject, and agree on every value, windows and
+// their errors included.
 func FuzzProduceResponseDecoder(f *testing.F) {
 	for _, s := range produceDecoderSeeds() {
 		f.Add(s)
@@ -173,25 +331,22 @@ func FuzzProduceResponseDecoder(f *testing.F) {
 			return
 		}
 		v := int16(data[0]) % (MaxProduceVersion + 1)
-		if r := decodeBoth(t, data[1:], v); r != nil {
-			checkWindows(t, r)
-		}
+		mode := data[0] / (MaxProduceVersion + 1)
+		asks := func(r *kmsg.ProduceResponse) []ask { return perturb(asksOf(r), mode) }
+		decodeBoth(t, data[1:], v, asks)
 		built := randomProduceResponse(&byteGen{src: data[1:]}, v)
-		body := built.AppendTo(nil)
-		r := decodeBoth(t, body, v)
+		r := decodeBoth(t, built.AppendTo(nil), v, asks)
 		// An unknown top-level tag 0 is read back as NodeEndpoints, and
 		// random bytes rarely decode as that; anything else must.
 		if !(v >= 9 && hasTag(&built.UnknownTags, 0)) {
 			require.NotNil(t, r, "v%d: a body kmsg encoded was rejected", v)
 		}
-		if r != nil {
-			checkWindows(t, r)
-		}
 	})
 }
 
 // produceDecoderSeeds are bodies kmsg encoded from fixed and generated
-// responses at every version, prefixed with the version byte.
+// responses at every version, prefixed with the version (and perturb
+// mode) byte.
 func produceDecoderSeeds() [][]byte {
 	var out [][]byte
 	for v := range int16(MaxProduceVersion + 1) {
@@ -206,7 +361,8 @@ func produceDecoderSeeds() [][]byte {
 			g[i] = byte(i*37 + int(v))
 		}
 		out = append(out, append([]byte{byte(v)}, g...))
-		out = append(out, append([]byte{byte(v)}, randomProduceResponse(&byteGen{src: g}, v).AppendTo(nil)...))
+		first := byte(v) + byte(v%5)*(MaxProduceVersion+1) // every perturb mode, over the versions
+		out = append(out, append([]byte{first}, randomProduceResponse(&byteGen{src: g}, v).AppendTo(nil)...))
 	}
 	return out
 }
@@ -215,7 +371,6 @@ func produceDecoderSeeds() [][]byte {
 // field, unknown tags at every level and every kind of window, at each
 // version, and checks it against kmsg and against what was encoded.
 func TestDecodeProduceResponseEveryVersion(t *testing.T) {
-	resetSharedWindows(t)
 	msg := "bad"
 	for v := range int16(MaxProduceVersion + 1) {
 		t.Run(fmt.Sprint("v", v), func(t *testing.T) {
@@ -256,50 +411,110 @@ func TestDecodeProduceResponseEveryVersion(t *testing.T) {
 			}
 			r.Brokers = []kmsg.ProduceResponseBroker{{NodeID: 4, Host: "h", Port: 9092, Rack: &msg}}
 			r.UnknownTags.Set(3, []byte("top"))
-			got := decodeBoth(t, r.AppendTo(nil), v)
-			require.NotNil(t, got)
-			checkWindows(t, got)
-			require.Len(t, got.Topics, 2)
-			for ti, tp := range got.Topics {
-				if v >= 13 {
-					assert.Equal(t, [16]byte{byte(ti + 1)}, tp.TopicID)
-				} else {
-					assert.Equal(t, fmt.Sprint("topic-", ti), tp.Topic)
+			body := r.AppendTo(nil)
+			require.NotNil(t, decodeBoth(t, body, v, asksOf))
+			got, err := decodeResult(body, v, asksOf(r))
+			require.NoError(t, err)
+			require.Len(t, got.Partitions, 12)
+			if v >= 1 {
+				assert.Equal(t, 77*time.Millisecond, got.Throttle)
+			}
+			for ti := range 2 {
+				ps := got.Partitions[ti*6 : ti*6+6]
+				for pi, p := range ps {
+					assert.True(t, p.Answered)
+					assert.Equal(t, int64(1000+pi), p.BaseOffset)
 				}
-				require.Len(t, tp.Partitions, 6)
-				p3 := tp.Partitions[3]
-				assert.Equal(t, int64(1003), p3.BaseOffset)
+				p3 := ps[3]
 				assert.Equal(t, int16(6), p3.ErrorCode)
 				if v >= 8 {
-					require.NotNil(t, p3.ErrorMessage)
-					assert.Equal(t, msg, *p3.ErrorMessage)
-					assert.Equal(t, int32(3), p3.ErrorRecords[0].RelativeOffset)
+					assert.Equal(t, msg, p3.ErrorMessage)
+					assert.Equal(t, []RecordError{{3, msg}}, p3.RecordErrors)
 				}
 				if v >= 9 {
-					assert.Equal(t, int32(4), p3.CurrentLeader.LeaderID)
-					assert.Equal(t, int32(8), p3.CurrentLeader.LeaderEpoch)
+					assert.Equal(t, [2]int32{4, 8}, [2]int32{p3.LeaderID, p3.LeaderEpoch})
+				}
+				if v >= 14 {
+					for pi, w := range map[int]int32{0: 200, 1: 200, 3: 300, 4: 300} {
+						assert.True(t, ps[pi].WindowPresent)
+						assert.Equal(t, w, ps[pi].Window)
+					}
+					assert.ErrorIs(t, ps[2].WindowErr, ErrMalformedResponse)
+					assert.False(t, ps[2].WindowPresent)
+					assert.False(t, ps[5].WindowPresent)
+				} else {
+					assert.False(t, ps[0].WindowPresent, "tag 1 is not the window before v14")
 				}
 			}
 			if v >= 9 {
-				require.Len(t, got.Brokers, 1)
-				assert.Equal(t, "h", got.Brokers[0].Host)
-			}
-			if v >= 14 {
-				// Partitions 0 and 4 of both topics hold only a window:
-				// per value, one map.
-				a, b := got.Topics[0].Partitions, got.Topics[1].Partitions
-				assert.Equal(t, tagsID(&a[0].UnknownTags), tagsID(&b[0].UnknownTags))
-				assert.Equal(t, tagsID(&a[4].UnknownTags), tagsID(&b[4].UnknownTags))
-				assert.NotEqual(t, tagsID(&a[0].UnknownTags), tagsID(&a[4].UnknownTags))
-				// With another tag or a bad length, a map of its own.
-				assert.NotEqual(t, tagsID(&a[1].UnknownTags), tagsID(&b[1].UnknownTags))
-				assert.NotEqual(t, tagsID(&a[2].UnknownTags), tagsID(&b[2].UnknownTags))
+				assert.Equal(t, []NodeEndpoint{{4, "h", 9092, msg}}, got.NodeEndpoints)
 			}
 		})
 	}
 }
 
-// TestParseProduceResponseTruncated cuts a valid v14 frame at every length:
+// TestProduceResultMatchesAnswersToAdds: Partitions[i] answers the i-th
+// Add, whether the broker answers in wire order (topics grouped, Adds of
+// two topics interleaved) or any other, by topic name (v < 13) or id
+// (v13+); a partition the response leaves out stays unanswered, an answer
+// for a partition not asked for is dropped, and two Adds of one partition
+// take its answers in turn.
+func TestProduceResultMatchesAnswersToAdds(t *testing.T) {
+	a0, b0, a1 := ask{"a", [16]byte{1}, 0}, ask{"b", [16]byte{2}, 0}, ask{"a", [16]byte{1}, 1}
+	asks := []ask{a0, b0, a1} // on the wire: a0, a1, b0
+	answer := func(v int16, order ...ask) []byte {
+		r := kmsg.NewPtrProduceResponse()
+		r.Version = v
+		for k, a := range order {
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic, rt.TopicID = a.topic, a.id
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition, rp.BaseOffset = a.partition, int64(100*(k+1))
+			rt.Partitions = append(rt.Partitions, rp)
+			r.Topics = append(r.Topics, rt)
+		}
+		return r.AppendTo(nil)
+	}
+	offsets := func(r *ProduceResult) []int64 {
+		var out []int64
+		for _, p := range r.Partitions {
+			out = append(out, p.BaseOffset)
+		}
+		return out
+	}
+	for _, v := range []int16{9, 13} {
+		r, err := decodeResult(answer(v, a0, a1, b0), v, asks)
+		require.NoError(t, err)
+		assert.Equal(t, []int64{100, 300, 200}, offsets(r), "v%d wire order", v)
+		for i, p := range r.Partitions {
+			assert.Equal(t, asks[i], ask{p.Topic, p.TopicID, p.Partition})
+			assert.True(t, p.Answered)
+		}
+		r, err = decodeResult(answer(v, b0, a1, a0), v, asks)
+		require.NoError(t, err)
+		assert.Equal(t, []int64{300, 100, 200}, offsets(r), "v%d reversed", v)
+
+		r, err = decodeResult(answer(v, a0, ask{"c", [16]byte{3}, 0}, b0), v, asks)
+		require.NoError(t, err)
+		assert.Equal(t, []int64{100, 300, -1}, offsets(r), "v%d: a1 left out, c not asked", v)
+		assert.False(t, r.Partitions[2].Answered)
+
+		r, err = decodeResult(answer(v, a0, a0), v, []ask{a0, a0})
+		require.NoError(t, err)
+		assert.Equal(t, []int64{100, 200}, offsets(r), "v%d: one partition added twice", v)
+	}
+	// By name before v13, by id from v13: an answer naming the topic the
+	// other way is not for it.
+	wrongID := ask{"a", [16]byte{7}, 0}
+	r, err := decodeResult(answer(12, wrongID), 12, []ask{a0})
+	require.NoError(t, err)
+	assert.True(t, r.Partitions[0].Answered, "v12 matches by name")
+	r, err = decodeResult(answer(13, wrongID), 13, []ask{a0})
+	require.NoError(t, err)
+	assert.False(t, r.Partitions[0].Answered, "v13 matches by id")
+}
+
+// TestParseProduceResponseTruncated cuts a valid frame at every length:
 // each cut is an error wrapping ErrMalformedResponse, never a panic.
 func TestParseProduceResponseTruncated(t *testing.T) {
 	for _, v := range []int16{3, 8, 9, 13, 14} {
@@ -308,20 +523,21 @@ func TestParseProduceResponseTruncated(t *testing.T) {
 			SetBatchesToRetain(&r.Topics[0].Partitions[0], 64)
 		}
 		frame := AppendResponse(nil, 5, r)[4:]
-		req := kmsg.NewPtrProduceRequest()
-		req.Version = v
-		_, err := ParseResponse(frame, req, 5)
-		require.NoError(t, err)
+		res := &ProduceResult{}
+		asks := asksOf(r)
+		res.reset(requestFor(asks), v)
+		require.NoError(t, decodeProduceFrame(frame, v, 5, res))
+		require.Error(t, decodeProduceFrame(frame, v, 6, res), "another correlation id")
 		for n := range len(frame) {
-			_, err := ParseResponse(frame[:n], req, 5)
+			res.reset(requestFor(asks), v)
+			err := decodeProduceFrame(frame[:n], v, 5, res)
 			require.ErrorIs(t, err, ErrMalformedResponse, "v%d cut at %d of %d", v, n, len(frame))
 		}
 	}
 }
 
 // TestParseProduceResponseBadLengths gives huge and null array lengths and
-// a window tag longer than the body: the same verdict as kmsg, and an
-// error wrapping ErrMalformedResponse when rejected.
+// a window tag longer than the body: the same verdict as kmsg.
 func TestParseProduceResponseBadLengths(t *testing.T) {
 	v14 := func(parts ...byte) []byte { return parts }
 	cases := map[string]struct {
@@ -337,24 +553,15 @@ func TestParseProduceResponseBadLengths(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := decodeBoth(t, c.body, 14)
+			got := decodeBoth(t, c.body, 14, asksOf)
 			require.Equal(t, c.ok, got != nil)
-			frame := append([]byte{0, 0, 0, 1, 0}, c.body...)
-			req := kmsg.NewPtrProduceRequest()
-			req.Version = 14
-			_, err := ParseResponse(frame, req, 1)
-			if c.ok {
-				require.NoError(t, err)
-			} else {
-				require.ErrorIs(t, err, ErrMalformedResponse)
-			}
 		})
 	}
 }
 
 // manyPartitions returns a v14 response body with n partitions over
-// topics topics, each carrying window w.
-func manyPartitions(topics, n int, w int32) []byte {
+// topics topics, each carrying window w, and the asks it answers.
+func manyPartitions(topics, n int, w int32) ([]byte, []ask) {
 	r := kmsg.NewPtrProduceResponse()
 	r.Version = 14
 	for ti := range topics {
@@ -369,245 +576,150 @@ func manyPartitions(topics, n int, w int32) []byte {
 		}
 		r.Topics = append(r.Topics, tp)
 	}
-	return r.AppendTo(nil)
+	return r.AppendTo(nil), asksOf(r)
 }
 
-// allocsPerPartition is the allocations of decoding and reading the window
-// of every partition of a 1,000-partition body, minus those of a
-// 10-partition one, per extra partition.
-func allocsPerPartition(topics int, decode func([]byte) *kmsg.ProduceResponse) float64 {
-	run := func(n int) float64 {
-		body := manyPartitions(topics, n, 200)
-		return testing.AllocsPerRun(20, func() {
-			r := decode(body)
-			for i := range r.Topics {
-				for j := range r.Topics[i].Partitions {
-					if w, ok, _ := BatchesToRetain(14, &r.Topics[i].Partitions[j]); !ok || w != 200 {
-						panic("window lost")
-					}
-				}
+// TestProduceResultDecodeAllocs: decoding a v14 answer with a window per
+// partition into a reused ProduceResult allocates nothing at all, with one
+// topic or many. The negative control is kmsg's decoder, which allocates
+// per partition, and which the same measure catches.
+func TestProduceResultDecodeAllocs(t *testing.T) {
+	for _, topics := range []int{1, 10} {
+		body, asks := manyPartitions(topics, 1000, 200)
+		res := &ProduceResult{}
+		req := requestFor(asks)
+		ours := testing.AllocsPerRun(20, func() {
+			res.reset(req, 14)
+			if err := res.decode(body); err != nil || !res.Partitions[999].WindowPresent {
+				panic("not decoded")
 			}
 		})
-	}
-	return (run(topics*100) - run(topics)) / float64(topics*99)
-}
-
-// resetSharedWindows empties the cache of shared windows, as in a new
-// process, so a test does not depend on the values earlier tests (and
-// fuzzing) put there. Tags handed out before stay valid: BatchesToRetain
-// reads them through Each.
-func resetSharedWindows(t *testing.T) {
-	windowsMu.Lock()
-	windows.Store(nil)
-	windowsMu.Unlock()
-	t.Cleanup(func() {
-		windowsMu.Lock()
-		windows.Store(nil)
-		windowsMu.Unlock()
-	})
-}
-
-// TestParseProduceResponseWindowAllocs checks the promise of ParseResponse
-// and BatchesToRetain: decoding a v14 response and reading every window
-// allocates nothing per partition (per response and per topic only), with
-// one topic or many. The negative control is kmsg's decoder, which
-// allocates per partition, and which the same measure catches.
-func TestParseProduceResponseWindowAllocs(t *testing.T) {
-	resetSharedWindows(t)
-	req := kmsg.NewPtrProduceRequest()
-	req.Version = 14
-	ours := func(body []byte) *kmsg.ProduceResponse {
-		frame := append([]byte{0, 0, 0, 1, 0}, body...)
-		r, err := ParseResponse(frame, req, 1)
-		if err != nil {
-			panic(err)
-		}
-		return r.(*kmsg.ProduceResponse)
-	}
-	theirs := func(body []byte) *kmsg.ProduceResponse {
-		r := kmsg.NewPtrProduceResponse()
-		r.Version = 14
-		if err := r.ReadFrom(body); err != nil {
-			panic(err)
-		}
-		return r
-	}
-	for _, topics := range []int{1, 10} {
-		assert.Zero(t, allocsPerPartition(topics, ours), "%d topics", topics)
-		assert.GreaterOrEqual(t, allocsPerPartition(topics, theirs), 1.0, "negative control, %d topics", topics)
-	}
-	p := kmsg.NewProduceResponseTopicPartition()
-	p.UnknownTags, _ = sharedWindow(200)
-	assert.Zero(t, testing.AllocsPerRun(100, func() { _, _, _ = BatchesToRetain(14, &p) }))
-}
-
-// TestSharedWindowsBounded sends more distinct windows than are shared:
-// the cache stops growing and every partition still reads its own value,
-// from many connections at once.
-func TestSharedWindowsBounded(t *testing.T) {
-	resetSharedWindows(t)
-	var wg sync.WaitGroup
-	for g := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for w := range int32(2 * maxSharedWindows) {
-				w = 10000 + w*4 + int32(g)%2 // goroutines 0/2 and 1/3 race on the same values
-				r, err := decodeProduceResponse(manyPartitions(1, 3, w), 14)
-				if !assert.NoError(t, err) {
-					return
-				}
-				for j := range r.Topics[0].Partitions {
-					n, present, err := BatchesToRetain(14, &r.Topics[0].Partitions[j])
-					assert.NoError(t, err)
-					assert.True(t, present)
-					assert.Equal(t, w, n)
-				}
+		assert.Zero(t, ours, "%d topics", topics)
+		theirs := testing.AllocsPerRun(5, func() {
+			r := kmsg.NewPtrProduceResponse()
+			r.Version = 14
+			if err := r.ReadFrom(body); err != nil {
+				panic(err)
 			}
-		}()
+		})
+		assert.GreaterOrEqual(t, theirs/1000, 1.0, "negative control, %d topics", topics)
 	}
-	wg.Wait()
-	require.Len(t, *windows.Load(), maxSharedWindows)
-	// A value past the bound has a map per partition, still read right.
-	r, err := decodeProduceResponse(manyPartitions(1, 2, -77), 14)
-	require.NoError(t, err)
-	ps := r.Topics[0].Partitions
-	require.NotEqual(t, tagsID(&ps[0].UnknownTags), tagsID(&ps[1].UnknownTags))
-	n, present, err := BatchesToRetain(14, &ps[1])
-	require.NoError(t, err)
-	require.True(t, present)
-	require.Equal(t, int32(-77), n)
-}
-
-// TestSharedWindowActive fails if kmsg.Tags stops being a struct holding
-// one map: sharing would silently be off (decoding stays correct but
-// allocates per partition).
-func TestSharedWindowActive(t *testing.T) {
-	require.True(t, tagsIDWorks)
-	a := BatchesToRetainTags(3)
-	b := a
-	require.NotZero(t, tagsID(&a))
-	require.Equal(t, tagsID(&a), tagsID(&b))
-	c := BatchesToRetainTags(3)
-	require.NotEqual(t, tagsID(&a), tagsID(&c))
-	var none kmsg.Tags
-	require.Zero(t, tagsID(&none))
 }
 
 // BenchmarkParseProduceResponse decodes a v14 response for 1,000
-// partitions (one topic, and 100 topics of 10) and reads every window, with
-// this package's decoder and with kmsg's (the path before it), reporting
-// allocations per partition.
+// partitions (one topic, and 100 topics of 10) with kmsg's decoder and
+// into a reused ProduceResult, reporting allocations per partition.
 func BenchmarkParseProduceResponse(b *testing.B) {
 	for _, topics := range []int{1, 100} {
-		body := manyPartitions(topics, 1000, 200)
-		frame := append(kbin.AppendInt32(nil, 7), 0)
-		frame = append(frame, body...)
+		body, asks := manyPartitions(topics, 1000, 200)
+		res := &ProduceResult{}
+		req := requestFor(asks)
 		decoders := []struct {
 			name   string
-			decode func() (*kmsg.ProduceResponse, error)
+			decode func() error
 		}{
-			{"kmsg", func() (*kmsg.ProduceResponse, error) {
+			{"kmsg", func() error {
 				r := kmsg.NewPtrProduceResponse()
 				r.Version = 14
-				return r, r.ReadFrom(body)
+				return r.ReadFrom(body)
 			}},
-			{"longhaul", func() (*kmsg.ProduceResponse, error) {
-				resp, err := parseResponseAt(frame, 0, 14, 7)
-				if err != nil {
-					return nil, err
-				}
-				return resp.(*kmsg.ProduceResponse), nil
+			{"longhaul", func() error {
+				res.reset(req, 14)
+				return res.decode(body)
 			}},
 		}
 		for _, d := range decoders {
 			b.Run(fmt.Sprintf("topics=%d/%s", topics, d.name), func(b *testing.B) {
 				b.ReportAllocs()
 				b.SetBytes(int64(len(body)))
-				var mallocs float64
 				for b.Loop() {
-					r, err := d.decode()
-					if err != nil {
+					if err := d.decode(); err != nil {
 						b.Fatal(err)
 					}
-					for i := range r.Topics {
-						for j := range r.Topics[i].Partitions {
-							if _, ok, _ := BatchesToRetain(14, &r.Topics[i].Partitions[j]); !ok {
-								b.Fatal("no window")
-							}
-						}
-					}
 				}
-				mallocs = testing.AllocsPerRun(5, func() { _, _ = d.decode() })
-				b.ReportMetric(mallocs/1000, "decode-allocs/partition")
+				b.ReportMetric(testing.AllocsPerRun(5, func() { _ = d.decode() })/1000, "decode-allocs/partition")
 			})
 		}
 	}
 }
 
 // TestConnProduceWindowThroughConn answers Produce v14 over a Conn with a
-// good window on one partition and a 2-byte one on another: the response
-// is delivered, BatchesToRetain reads the first and reports the second as
+// good window on one partition and a 2-byte one on another: the answer is
+// delivered, the first window read and the second reported as
 // ErrMalformedResponse, and the connection stays up (only a body that does
-// not decode kills it).
+// not decode kills it). The same result, reused, reads the second answer.
 func TestConnProduceWindowThroughConn(t *testing.T) {
 	b := newFakeBroker(t)
 	b.handle = func(h RequestHeader, req kmsg.Request, reply func(any)) {
 		resp := produceResponse(h.Version)
+		resp.ThrottleMillis = 12
 		SetBatchesToRetain(&resp.Topics[0].Partitions[0], 40)
 		resp.Topics[0].Partitions[1].UnknownTags.Set(tagBatchesToRetain, []byte{0, 9})
 		reply(resp)
 	}
 	c := dialT(t, b.listen(), DialConfig{})
+	req := &ProduceRequest{Acks: -1, Timeout: time.Second}
+	res := &ProduceResult{}
 	for range 2 {
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks = -1
-		resp, err := c.Do(context.Background(), req)
-		require.NoError(t, err)
-		pr := resp.(*kmsg.ProduceResponse)
-		require.Equal(t, int16(14), pr.Version)
-		ps := pr.Topics[0].Partitions
-		n, present, err := BatchesToRetain(14, &ps[0])
-		require.NoError(t, err)
-		require.True(t, present)
-		require.Equal(t, int32(40), n)
-		_, present, err = BatchesToRetain(14, &ps[1])
-		require.ErrorIs(t, err, ErrMalformedResponse)
-		require.False(t, present)
+		req.Reset()
+		for p := range int32(3) {
+			req.Add("orders", [16]byte{1, 2, 3}, p, []byte("batch"))
+		}
+		errc := make(chan error, 1)
+		c.Produce(req, res, 10*time.Second, func(err error) { errc <- err })
+		require.NoError(t, <-errc)
+		require.Equal(t, int16(14), res.Version)
+		require.Equal(t, 12*time.Millisecond, res.Throttle)
+		ps := res.Partitions
+		require.Len(t, ps, 3)
+		require.True(t, ps[0].WindowPresent)
+		require.Equal(t, int32(40), ps[0].Window)
+		require.ErrorIs(t, ps[1].WindowErr, ErrMalformedResponse)
+		require.False(t, ps[1].WindowPresent)
+		require.Equal(t, int32(DefaultBatchesToRetain), ps[1].Window)
+		require.Equal(t, [2]int32{7, 9}, [2]int32{ps[1].LeaderID, ps[1].LeaderEpoch})
+		require.Equal(t, int64(200), ps[2].BaseOffset)
 		require.NoError(t, c.Err())
 	}
 }
 
-// TestDecodeProduceResponseCopiesStringsAliasesTags: decodeProduceResponse
-// copies strings (topic names, error messages) and leaves unknown tag
-// values aliasing src, as kmsg does: overwriting src after decoding
-// changes the tag value and not the strings.
-func TestDecodeProduceResponseCopiesStringsAliasesTags(t *testing.T) {
+// TestConnProduceBelowV3Refused: a broker negotiating Produce below v3
+// cannot take idempotent batches; Produce completes with
+// ErrUnsupportedVersion without sending anything.
+func TestConnProduceBelowV3Refused(t *testing.T) {
+	b := newFakeBroker(t)
+	b.keys = withKey(b.keys, 0, 0, 2)
+	b.handle = func(RequestHeader, kmsg.Request, func(any)) { t.Error("a request was sent") }
+	c := dialT(t, b.listen(), DialConfig{})
+	errc := make(chan error, 1)
+	c.Produce(&ProduceRequest{Acks: -1}, &ProduceResult{}, time.Second, func(err error) { errc <- err })
+	require.ErrorIs(t, <-errc, ErrUnsupportedVersion)
+}
+
+// TestProduceResultCopiesStrings: the result copies what it keeps of the
+// frame (error messages, record errors, endpoints), so the connection may
+// read the next frame into the same buffer: overwriting the body after
+// decoding changes nothing.
+func TestProduceResultCopiesStrings(t *testing.T) {
 	r := kmsg.NewPtrProduceResponse()
 	r.Version = 12
 	tp := kmsg.NewProduceResponseTopic()
 	tp.Topic = "orders"
 	p := kmsg.NewProduceResponseTopicPartition()
-	msg := "error message"
+	msg, rack := "error message", "rack"
 	p.ErrorMessage = &msg
-	p.UnknownTags.Set(9, []byte("tag value"))
+	p.ErrorRecords = []kmsg.ProduceResponseTopicPartitionErrorRecord{{RelativeOffset: 1, ErrorMessage: &msg}}
 	tp.Partitions = append(tp.Partitions, p)
 	r.Topics = append(r.Topics, tp)
+	r.Brokers = []kmsg.ProduceResponseBroker{{NodeID: 1, Host: "host", Rack: &rack}}
 	src := r.AppendTo(nil)
-	got, err := decodeProduceResponse(src, 12)
+	got, err := decodeResult(src, 12, asksOf(r))
 	require.NoError(t, err)
 	for i := range src {
 		src[i] = 'X'
 	}
-	gp := got.Topics[0].Partitions[0]
-	assert.Equal(t, "orders", got.Topics[0].Topic)
-	require.NotNil(t, gp.ErrorMessage)
-	assert.Equal(t, "error message", *gp.ErrorMessage)
-	var tag []byte
-	gp.UnknownTags.Each(func(key uint32, val []byte) {
-		if key == 9 {
-			tag = val
-		}
-	})
-	assert.Equal(t, []byte("XXXXXXXXX"), tag, "the tag value aliases src")
+	gp := got.Partitions[0]
+	assert.Equal(t, "error message", gp.ErrorMessage)
+	assert.Equal(t, []RecordError{{1, "error message"}}, gp.RecordErrors)
+	assert.Equal(t, []NodeEndpoint{{NodeID: 1, Host: "host", Rack: "rack"}}, got.NodeEndpoints)
 }

@@ -2,9 +2,11 @@ package protocol
 
 import (
 	"encoding/binary"
+	"math"
 	"net"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -69,83 +71,152 @@ func (f *wireFrame) appendBuffers(bufs net.Buffers) net.Buffers {
 	return bufs
 }
 
-// encode fills f with req's frame. A ProduceRequest at v3+ is encoded by
-// encodeProduce, referencing its record sets; everything else goes through
-// [AppendRequest].
+// encode fills f with req's frame, every byte copied ([AppendRequest]).
+// Produce requests that reference their record sets are [ProduceRequest]s
+// ([wireFrame.encodeProduce]).
 func (f *wireFrame) encode(req kmsg.Request, correlationID int32, clientID *string) {
 	f.buf, f.refs = f.buf[:0], f.refs[:0]
-	if pr, ok := req.(*kmsg.ProduceRequest); ok && pr.Version >= 3 && pr.Version <= MaxProduceVersion {
-		f.buf = slices.Grow(f.buf, produceFrameHint(pr))
-		f.encodeProduce(pr, correlationID, clientID)
-		return
-	}
 	f.buf = AppendRequest(f.buf, req, correlationID, clientID)
 }
 
-// encodeProduce is [AppendRequest] for a ProduceRequest v3..v14 (the
-// layout of kmsg's ProduceRequest.AppendTo, which v14 shares with v13),
-// except that each partition's Records of at least minRefRecords bytes is
-// referenced in f.refs instead of copied. Only the slice headers are kept,
-// so req may be reused once encodeProduce returns.
-func (f *wireFrame) encodeProduce(req *kmsg.ProduceRequest, correlationID int32, clientID *string) {
-	v := req.Version
-	flex := v >= 9
-	dst := f.buf
-	dst = append(dst, 0, 0, 0, 0) // size, set below
-	dst = kbin.AppendInt16(dst, req.Key())
-	dst = kbin.AppendInt16(dst, v)
+// ProduceRequest is a produce request being built for [Conn.Produce]: its
+// settings, then one record batch per [ProduceRequest.Add]. Reused after
+// [ProduceRequest.Reset], it allocates nothing once its slices have grown.
+// The zero value is an empty request with Acks 0.
+type ProduceRequest struct {
+	// TransactionalID is the transactional id the batches are written
+	// under; nil for an idempotent producer without one.
+	TransactionalID *string
+	// Acks is how many replicas must have a batch before the broker
+	// answers: -1 (every in-sync replica), 1 (the leader), or 0 (the
+	// broker sends no response at all).
+	Acks int16
+	// Timeout is how long the broker may wait for the replicas, sent in
+	// whole milliseconds (at most 2^31-1).
+	Timeout time.Duration
+
+	topics []produceTopic
+	n      int32 // batches added
+}
+
+// produceTopic is one topic of a ProduceRequest and its batches, in the
+// order they were added.
+type produceTopic struct {
+	name string
+	id   [16]byte
+	adds []produceAdd
+}
+
+// produceAdd is one batch: index is its Add's position among all Adds.
+type produceAdd struct {
+	index     int32
+	partition int32
+	records   []byte
+}
+
+// Add appends a batch for partition of the topic named topic with id
+// topicID (Produce v13+ names topics by id, earlier versions by name).
+// Batches of the same topic name and id go in one topic of the request, in
+// the order they were added. records is a RecordBatch, referenced, not
+// copied: it must stay unchanged until the request's completion has run
+// (see [Conn.Produce]).
+func (r *ProduceRequest) Add(topic string, topicID [16]byte, partition int32, records []byte) {
+	i := len(r.topics) - 1
+	for i >= 0 && (r.topics[i].name != topic || r.topics[i].id != topicID) {
+		i--
+	}
+	if i < 0 {
+		i = len(r.topics)
+		if i < cap(r.topics) {
+			r.topics = r.topics[:i+1] // keeps the old topic's adds array
+		} else {
+			r.topics = append(r.topics, produceTopic{})
+		}
+		t := &r.topics[i]
+		t.name, t.id, t.adds = topic, topicID, t.adds[:0]
+	}
+	t := &r.topics[i]
+	t.adds = append(t.adds, produceAdd{index: r.n, partition: partition, records: records})
+	r.n++
+}
+
+// Len returns the number of batches added since the last Reset.
+func (r *ProduceRequest) Len() int { return int(r.n) }
+
+// Reset removes every batch, and the request's references to their bytes,
+// keeping the settings and the memory for the next request.
+func (r *ProduceRequest) Reset() {
+	for i := range r.topics {
+		clear(r.topics[i].adds)
+		r.topics[i].adds = r.topics[i].adds[:0]
+	}
+	r.topics = r.topics[:0]
+	r.n = 0
+}
+
+// encodeProduce fills f with req's frame at version (3 to
+// [MaxProduceVersion]): the bytes [AppendRequest] would write for the
+// equivalent kmsg.ProduceRequest, except that each batch of at least
+// minRefRecords bytes is referenced in f.refs instead of copied. Only the
+// slice headers are kept, so req may be reused once encodeProduce returns.
+func (f *wireFrame) encodeProduce(req *ProduceRequest, version int16, correlationID int32, clientID *string) {
+	flex := version >= 9
+	dst := slices.Grow(f.buf[:0], req.frameHint())
+	f.refs = f.refs[:0]
+	dst = append(dst, 0, 0, 0, 0)  // size, set below
+	dst = kbin.AppendInt16(dst, 0) // Produce
+	dst = kbin.AppendInt16(dst, version)
 	dst = kbin.AppendInt32(dst, correlationID)
 	dst = kbin.AppendNullableString(dst, clientID)
 	if flex {
 		dst = append(dst, 0) // no header tags
-		dst = kbin.AppendCompactNullableString(dst, req.TransactionID)
+		dst = kbin.AppendCompactNullableString(dst, req.TransactionalID)
 	} else {
-		dst = kbin.AppendNullableString(dst, req.TransactionID)
+		dst = kbin.AppendNullableString(dst, req.TransactionalID)
 	}
 	dst = kbin.AppendInt16(dst, req.Acks)
-	dst = kbin.AppendInt32(dst, req.TimeoutMillis)
-	dst = appendArrayLen(dst, len(req.Topics), flex)
+	dst = kbin.AppendInt32(dst, int32(min(req.Timeout.Milliseconds(), math.MaxInt32)))
+	dst = appendArrayLen(dst, len(req.topics), flex)
 	referenced := 0
-	for i := range req.Topics {
-		t := &req.Topics[i]
+	for i := range req.topics {
+		t := &req.topics[i]
 		switch {
-		case v >= 13:
-			dst = kbin.AppendUuid(dst, t.TopicID)
+		case version >= 13:
+			dst = kbin.AppendUuid(dst, t.id)
 		case flex:
-			dst = kbin.AppendCompactString(dst, t.Topic)
+			dst = kbin.AppendCompactString(dst, t.name)
 		default:
-			dst = kbin.AppendString(dst, t.Topic)
+			dst = kbin.AppendString(dst, t.name)
 		}
-		dst = appendArrayLen(dst, len(t.Partitions), flex)
-		for j := range t.Partitions {
-			p := &t.Partitions[j]
-			dst = kbin.AppendInt32(dst, p.Partition)
+		dst = appendArrayLen(dst, len(t.adds), flex)
+		for _, a := range t.adds {
+			dst = kbin.AppendInt32(dst, a.partition)
 			switch {
-			case len(p.Records) < minRefRecords:
+			case len(a.records) < minRefRecords:
 				if flex {
-					dst = kbin.AppendCompactNullableBytes(dst, p.Records)
+					dst = kbin.AppendCompactNullableBytes(dst, a.records)
 				} else {
-					dst = kbin.AppendNullableBytes(dst, p.Records)
+					dst = kbin.AppendNullableBytes(dst, a.records)
 				}
 			default:
 				if flex {
-					dst = kbin.AppendUvarint(dst, 1+uint32(len(p.Records)))
+					dst = kbin.AppendUvarint(dst, 1+uint32(len(a.records)))
 				} else {
-					dst = kbin.AppendInt32(dst, int32(len(p.Records)))
+					dst = kbin.AppendInt32(dst, int32(len(a.records)))
 				}
-				f.refs = append(f.refs, wireRef{at: len(dst), b: p.Records})
-				referenced += len(p.Records)
+				f.refs = append(f.refs, wireRef{at: len(dst), b: a.records})
+				referenced += len(a.records)
 			}
 			if flex {
-				dst = appendTags(dst, &p.UnknownTags)
+				dst = append(dst, 0) // no partition tags
 			}
 		}
 		if flex {
-			dst = appendTags(dst, &t.UnknownTags)
+			dst = append(dst, 0) // no topic tags
 		}
 	}
 	if flex {
-		dst = appendTags(dst, &req.UnknownTags)
+		dst = append(dst, 0) // no request tags
 	}
 	binary.BigEndian.PutUint32(dst, uint32(len(dst)-4+referenced))
 	f.buf = dst
@@ -158,30 +229,20 @@ func appendArrayLen(dst []byte, n int, flex bool) []byte {
 	return kbin.AppendArrayLen(dst, n)
 }
 
-// appendTags appends a tag section as kmsg does for a struct with no known
-// tags: the count, then each tag in key order.
-func appendTags(dst []byte, t *kmsg.Tags) []byte {
-	if t.Len() == 0 {
-		return append(dst, 0)
-	}
-	dst = kbin.AppendUvarint(dst, uint32(t.Len()))
-	return t.AppendEach(dst)
-}
-
-// produceFrameHint is how many bytes encodeProduce writes into buf for
-// req, give or take the tags: the record sets it copies plus a prefix per
-// partition and topic, so buf is grown once.
-func produceFrameHint(req *kmsg.ProduceRequest) int {
+// frameHint is how many bytes encodeProduce writes into buf for r: the
+// record sets it copies plus a prefix per partition and topic, so buf is
+// grown once.
+func (r *ProduceRequest) frameHint() int {
 	n := 64
-	if req.TransactionID != nil {
-		n += len(*req.TransactionID)
+	if r.TransactionalID != nil {
+		n += len(*r.TransactionalID)
 	}
-	for i := range req.Topics {
-		n += 32 + len(req.Topics[i].Topic)
-		for j := range req.Topics[i].Partitions {
+	for i := range r.topics {
+		n += 32 + len(r.topics[i].name)
+		for _, a := range r.topics[i].adds {
 			n += 16
-			if r := req.Topics[i].Partitions[j].Records; len(r) < minRefRecords {
-				n += len(r)
+			if len(a.records) < minRefRecords {
+				n += len(a.records)
 			}
 		}
 	}

@@ -5,8 +5,6 @@ import (
 	"io"
 	"net"
 	"testing"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // BenchmarkWriteProduce puts one Produce v14 request of 16 partitions on a
@@ -31,17 +29,11 @@ func BenchmarkWriteProduce(b *testing.B) {
 	}()
 	id := "bench"
 	for _, batch := range []int{16 << 10, 256 << 10} {
-		req := kmsg.NewPtrProduceRequest()
-		req.Version = 14
-		req.Acks = -1
-		tp := kmsg.NewProduceRequestTopic()
+		req := &ProduceRequest{Acks: -1}
 		for p := range 16 {
-			pp := kmsg.NewProduceRequestTopicPartition()
-			pp.Partition = int32(p)
-			pp.Records = make([]byte, batch)
-			tp.Partitions = append(tp.Partitions, pp)
+			req.Add("t", [16]byte{1}, int32(p), make([]byte, batch))
 		}
-		req.Topics = append(req.Topics, tp)
+		kreq := toKmsg(req, 14)
 		size := int64(16 * batch)
 		for _, mode := range []string{"copy", "writev"} {
 			b.Run(fmt.Sprintf("batch=%dK/%s", batch>>10, mode), func(b *testing.B) {
@@ -57,10 +49,10 @@ func BenchmarkWriteProduce(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					if mode == "copy" {
-						frame = AppendRequest(frame[:0], req, 1, &id)
+						frame = AppendRequest(frame[:0], kreq, 1, &id)
 						bufs = append(bufs[:0], frame)
 					} else {
-						f.encode(req, 1, &id)
+						f.encodeProduce(req, 14, 1, &id)
 						bufs = f.appendBuffers(bufs[:0])
 					}
 					w := bufs

@@ -16,46 +16,49 @@ import (
 )
 
 // produceReq builds a ProduceRequest with two topics whose partitions hold
-// record sets around minRefRecords (copied and referenced), a nil one, an
-// empty one, and at flexible versions unknown tags at every level.
-func produceReq(rng *rand.Rand, v int16) *kmsg.ProduceRequest {
-	r := kmsg.NewPtrProduceRequest()
-	r.Version = v
-	r.Acks = -1
-	r.TimeoutMillis = 30000
+// record sets around minRefRecords (copied and referenced), a nil one and
+// an empty one, their Adds interleaved.
+func produceReq(rng *rand.Rand, v int16) *ProduceRequest {
+	r := &ProduceRequest{Acks: -1, Timeout: 30 * time.Second}
 	if v%2 == 0 {
 		txn := "txn-id"
-		r.TransactionID = &txn
+		r.TransactionalID = &txn
 	}
 	sizes := []int{0, 1, minRefRecords - 1, minRefRecords, 16 << 10, 300 << 10}
-	for ti := range 2 {
-		t := kmsg.NewProduceRequestTopic()
-		t.Topic = fmt.Sprintf("topic-%d", ti)
-		t.TopicID = [16]byte{byte(ti + 1), 2, 3}
-		for pi, size := range sizes {
-			p := kmsg.NewProduceRequestTopicPartition()
-			p.Partition = int32(pi)
+	for pi, size := range sizes {
+		for ti := range 2 {
+			var records []byte
 			if !(ti == 1 && pi == 0) { // one nil record set
-				p.Records = make([]byte, size)
-				for i := range p.Records {
-					p.Records[i] = byte(rng.Uint32())
+				records = make([]byte, size)
+				for i := range records {
+					records[i] = byte(rng.Uint32())
 				}
 			}
-			if v >= 9 && pi == 2 {
-				p.UnknownTags.Set(7, []byte{1, 2})
-				p.UnknownTags.Set(3, nil)
-			}
-			t.Partitions = append(t.Partitions, p)
+			r.Add(fmt.Sprintf("topic-%d", ti), [16]byte{byte(ti + 1), 2, 3}, int32(pi), records)
 		}
-		if v >= 9 && ti == 1 {
-			t.UnknownTags.Set(5, []byte("x"))
-		}
-		r.Topics = append(r.Topics, t)
-	}
-	if v >= 9 {
-		r.UnknownTags.Set(9, []byte("req"))
 	}
 	return r
+}
+
+// toKmsg is kmsg's ProduceRequest for r at version v: its topics in the
+// order of their first Add, each topic's batches in Add order.
+func toKmsg(r *ProduceRequest, v int16) *kmsg.ProduceRequest {
+	k := kmsg.NewPtrProduceRequest()
+	k.Version = v
+	k.TransactionID = r.TransactionalID
+	k.Acks = r.Acks
+	k.TimeoutMillis = int32(r.Timeout.Milliseconds())
+	for _, t := range r.topics {
+		kt := kmsg.NewProduceRequestTopic()
+		kt.Topic, kt.TopicID = t.name, t.id
+		for _, a := range t.adds {
+			kp := kmsg.NewProduceRequestTopicPartition()
+			kp.Partition, kp.Records = a.partition, a.records
+			kt.Partitions = append(kt.Partitions, kp)
+		}
+		k.Topics = append(k.Topics, kt)
+	}
+	return k
 }
 
 func flatten(f *wireFrame) []byte {
@@ -66,19 +69,19 @@ func flatten(f *wireFrame) []byte {
 	return out
 }
 
-// TestProduceFrameMatchesAppendRequest: the segments Send writes for a
-// produce request, concatenated, are AppendRequest's frame (kmsg's
-// encoding) at every version v3..v14, with and without a client id; and
-// the large record sets really are referenced, not copied.
+// TestProduceFrameMatchesAppendRequest: the segments Produce writes for a
+// request, concatenated, are AppendRequest's frame of the equivalent kmsg
+// request at every version v3..v14, with and without a client id; and the
+// large record sets really are referenced, not copied.
 func TestProduceFrameMatchesAppendRequest(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	id := "client"
 	for v := int16(3); v <= MaxProduceVersion; v++ {
 		for _, cid := range []*string{nil, &id} {
 			req := produceReq(rng, v)
-			want := AppendRequest(nil, req, 77, cid)
+			want := AppendRequest(nil, toKmsg(req, v), 77, cid)
 			f := getFrame()
-			f.encode(req, 77, cid)
+			f.encodeProduce(req, v, 77, cid)
 			if got := flatten(f); !bytes.Equal(got, want) {
 				t.Fatalf("v%d: %d bytes on the wire, AppendRequest %d; first difference at %d", v, len(got), len(want), firstDiff(got, want))
 			}
@@ -96,25 +99,59 @@ func TestProduceFrameMatchesAppendRequest(t *testing.T) {
 	}
 }
 
+// TestProduceRequestReset: Reset drops the batches and the references to
+// their bytes, keeps the settings, and the request builds the same frame
+// again from new Adds without allocating.
+func TestProduceRequestReset(t *testing.T) {
+	req := produceReq(rand.New(rand.NewPCG(7, 8)), 14)
+	topics := req.topics[:cap(req.topics)]
+	req.Reset()
+	if req.Len() != 0 || len(req.topics) != 0 || req.Acks != -1 || req.TransactionalID == nil {
+		t.Fatalf("after Reset: %d batches, %d topics, acks %d", req.Len(), len(req.topics), req.Acks)
+	}
+	for _, tp := range topics {
+		for _, a := range tp.adds[:cap(tp.adds)] {
+			if a.records != nil {
+				t.Fatal("Reset kept a reference to a record set")
+			}
+		}
+	}
+	rec := make([]byte, 2*minRefRecords)
+	f := getFrame()
+	defer putFrame(f)
+	build := func() {
+		req.Reset()
+		for p := range int32(6) {
+			req.Add("topic-0", [16]byte{1, 2, 3}, p, rec)
+			req.Add("topic-1", [16]byte{2, 2, 3}, p, rec)
+		}
+		f.encodeProduce(req, 14, 1, nil)
+	}
+	build()
+	if n := testing.AllocsPerRun(50, build); n != 0 {
+		t.Fatalf("%v allocations per reused request", n)
+	}
+}
+
 // TestProduceFrameCatchesStaleRecords is the negative control: changing a
 // referenced record set after encoding changes the wire bytes, so the
 // equality above does compare the referenced bytes, and callers must leave
 // them alone until done.
 func TestProduceFrameCatchesStaleRecords(t *testing.T) {
 	req := produceReq(rand.New(rand.NewPCG(3, 4)), 14)
-	want := AppendRequest(nil, req, 1, nil)
+	want := AppendRequest(nil, toKmsg(req, 14), 1, nil)
 	f := getFrame()
-	f.encode(req, 1, nil)
-	req.Topics[0].Partitions[4].Records[100] ^= 0xff
+	f.encodeProduce(req, 14, 1, nil)
+	req.topics[0].adds[4].records[100] ^= 0xff
 	if bytes.Equal(flatten(f), want) {
 		t.Fatal("a modified referenced record set went unnoticed")
 	}
 }
 
-func findRecords(req *kmsg.ProduceRequest, n int, first *byte) *byte {
-	for _, t := range req.Topics {
-		for _, p := range t.Partitions {
-			if len(p.Records) == n && &p.Records[0] == first {
+func findRecords(req *ProduceRequest, n int, first *byte) *byte {
+	for _, t := range req.topics {
+		for _, a := range t.adds {
+			if len(a.records) == n && &a.records[0] == first {
 				return first
 			}
 		}
@@ -132,8 +169,9 @@ func firstDiff(a, b []byte) int {
 }
 
 // TestProduceOnTheWire sends produce requests at every version v3..v14
-// through a Conn, over TCP (writev) and a pipe (buffered writes), and
-// checks the broker read exactly AppendRequest's frame.
+// through Conn.Produce, over TCP (writev) and a pipe (buffered writes), and
+// checks the broker read exactly AppendRequest's frame of the equivalent
+// kmsg request.
 func TestProduceOnTheWire(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, transport := range []string{"tcp", "pipe"} {
@@ -155,13 +193,19 @@ func TestProduceOnTheWire(t *testing.T) {
 				c := dialT(t, addr, cfg)
 				<-frames // ApiVersions
 				req := produceReq(rng, v)
-				if _, err := c.Do(context.Background(), req); err != nil {
+				errc := make(chan error, 1)
+				res := &ProduceResult{}
+				c.Produce(req, res, 10*time.Second, func(err error) { errc <- err })
+				if err := <-errc; err != nil {
 					t.Fatal(err)
+				}
+				if len(res.Partitions) != req.Len() || res.Version != v {
+					t.Fatalf("%d results at v%d for %d batches", len(res.Partitions), res.Version, req.Len())
 				}
 				got := <-frames
 				id, _ := ResponseCorrelationID(got[4:]) // after key and version
 				clientID := "wire"
-				want := AppendRequest(nil, req, id, &clientID)[4:]
+				want := AppendRequest(nil, toKmsg(req, v), id, &clientID)[4:]
 				if !bytes.Equal(got, want) {
 					t.Fatalf("broker read %d bytes, AppendRequest %d; first difference at %d", len(got), len(want), firstDiff(got, want))
 				}
@@ -201,19 +245,14 @@ func writeHeldRun(t *testing.T, byClose bool) (duringWrite, dead, closeDuringWri
 		c := dialT(t, "pipe", cfg)
 		c.Send(mdReq("0"), 0, func(kmsg.Response, error) {})
 		synctest.Wait() // request 0 read by the broker, which now blocks
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks = -1
-		p := kmsg.NewProduceRequestTopicPartition()
-		p.Records = make([]byte, 64<<10)
-		tp := kmsg.NewProduceRequestTopic()
-		tp.Partitions = append(tp.Partitions, p)
-		req.Topics = append(req.Topics, tp)
+		req := &ProduceRequest{Acks: -1}
+		req.Add("t", [16]byte{1}, 0, make([]byte, 64<<10))
 		done := make(chan struct{})
 		timeout := time.Second
 		if byClose {
 			timeout = 0
 		}
-		c.Send(req, timeout, func(_ kmsg.Response, e error) {
+		c.Produce(req, &ProduceResult{}, timeout, func(e error) {
 			err, duringWrite = e, inWrite.Load() > 0
 			close(done)
 		})
