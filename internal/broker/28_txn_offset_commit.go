@@ -16,8 +16,9 @@ import (
 //   INVALID_PRODUCER_EPOCH before).
 // * v3+ (KIP-447): a member id or generation names the group's current
 //   generation: an unknown member is UNKNOWN_MEMBER_ID, another
-//   generation ILLEGAL_GENERATION. An empty member id with generation -1
-//   is not checked.
+//   generation ILLEGAL_GENERATION, a group instance id held by another
+//   member FENCED_INSTANCE_ID. An empty member id with generation -1 is
+//   not checked.
 // * v5 under transaction version 2 adds the group to the transaction
 //   (CONCURRENT_TRANSACTIONS while the previous one is being completed);
 //   otherwise the group must have been added by AddOffsetsToTxn
@@ -65,7 +66,7 @@ func (c *Cluster) txnOffsetCommit(r *request, req *kmsg.TxnOffsetCommitRequest) 
 		return kerr.InvalidProducerEpoch.Code
 	}
 	if req.Version >= 3 {
-		if code := c.checkMember(req.Group, req.MemberID, req.Generation); code != 0 {
+		if code := c.checkMember(req.Group, req.MemberID, req.Generation, req.InstanceID); code != 0 {
 			return code
 		}
 	}
@@ -90,24 +91,6 @@ func (c *Cluster) txnOffsetCommit(r *request, req *kmsg.TxnOffsetCommitRequest) 
 		for _, qp := range qt.Partitions {
 			offs[topicPart{qt.Topic, qp.Partition}] = offsetEntry{qp.Offset, qp.LeaderEpoch, qp.Metadata}
 		}
-	}
-	return 0
-}
-
-// checkMember checks a commit's member id and generation against group
-// name (KIP-447 fencing): 0, UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION. An
-// empty member id with a negative generation is a commit from outside any
-// group generation and passes. c.mu is held.
-func (c *Cluster) checkMember(name, memberID string, generation int32) int16 {
-	if memberID == "" && generation < 0 {
-		return 0
-	}
-	g := c.groups[name]
-	if g == nil || g.members[memberID] == nil {
-		return kerr.UnknownMemberID.Code
-	}
-	if generation != g.generation {
-		return kerr.IllegalGeneration.Code
 	}
 	return 0
 }

@@ -42,4 +42,23 @@
 // the newest retained one is OUT_OF_ORDER_SEQUENCE_NUMBER; a new epoch
 // must start at sequence 0; an older epoch is INVALID_PRODUCER_EPOCH; with
 // no state any first sequence is accepted. See SPEC.md "Broker side".
+//
+// # Transactions and groups
+//
+// A transaction coordinator (txn.go, after Kafka's TransactionCoordinator)
+// maps transactional ids to producer ids and epochs, fences zombies, times
+// transactions out and writes COMMIT and ABORT markers as control batches
+// asynchronously, after [Cluster.SetMarkerDelay] or once
+// [Cluster.HoldMarkers] releases them, so clients meet
+// CONCURRENT_TRANSACTIONS as they do on Kafka. Partitions track their last
+// stable offset and aborted transactions for read_committed Fetch and
+// ListOffsets. The finalized feature transaction.version (0, 1 or 2,
+// [Cluster.SetTransactionVersion]) decides whether Produce v12+ adds
+// partitions implicitly and EndTxn v5 bumps the epoch (KIP-890). A group
+// coordinator (groups.go) serves the classic consumer group protocol and
+// committed offsets, transactional ones included (KIP-447). Coordinators
+// are the leaders of the 50 partitions of __transaction_state and
+// __consumer_offsets, placed round-robin and moved by
+// [Cluster.MoveCoordinator]; [Cluster.InjectCoordinatorError] answers
+// coordinator errors.
 package broker

@@ -166,6 +166,43 @@ func txnFuzzSeeds(t testing.TB, c *Cluster) [][]byte {
 		req.Groups = append(req.Groups, g)
 		add(req)
 	}
+	for _, v := range []int16{0, 4, 9} {
+		req := kmsg.NewPtrJoinGroupRequest()
+		req.Version, req.Group, req.ProtocolType = v, "g", "consumer"
+		req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 6000, 6000
+		p := kmsg.NewJoinGroupRequestProtocol()
+		p.Name, p.Metadata = "range", []byte{0, 1}
+		req.Protocols = append(req.Protocols, p)
+		add(req)
+	}
+	for _, v := range []int16{0, 5} {
+		req := kmsg.NewPtrSyncGroupRequest()
+		req.Version, req.Group, req.Generation, req.MemberID = v, "g", 1, "m"
+		a := kmsg.NewSyncGroupRequestGroupAssignment()
+		a.MemberID, a.MemberAssignment = "m", []byte{1}
+		req.GroupAssignment = append(req.GroupAssignment, a)
+		add(req)
+	}
+	for _, v := range []int16{0, 4} {
+		req := kmsg.NewPtrHeartbeatRequest()
+		req.Version, req.Group, req.Generation, req.MemberID = v, "g", 1, "m"
+		add(req)
+	}
+	for _, v := range []int16{0, 3, 5} {
+		req := kmsg.NewPtrLeaveGroupRequest()
+		req.Version, req.Group, req.MemberID = v, "g", "m"
+		req.Members = append(req.Members, kmsg.LeaveGroupRequestMember{MemberID: "m", InstanceID: kmsg.StringPtr("i")})
+		add(req)
+	}
+	for _, v := range []int16{0, 1, 7, 9} {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version, req.Group, req.Generation = v, "g", -1
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = "t"
+		rt.Partitions = append(rt.Partitions, kmsg.NewOffsetCommitRequestTopicPartition())
+		req.Topics = append(req.Topics, rt)
+		add(req)
+	}
 	var bb protocol.BatchBuilder
 	bb.Append(1700000000000, nil, []byte("v"), nil)
 	b, err := bb.Build(nil, protocol.BatchHeader{ProducerID: 1000, ProducerEpoch: 0, BaseSequence: 0, Transactional: true})
@@ -187,6 +224,8 @@ func txnFuzzSeeds(t testing.TB, c *Cluster) [][]byte {
 func checkAndResetLogs(t testing.TB, c *Cluster) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	clear(c.groups)
+	clear(c.txns)
 	for name, tp := range c.topics {
 		for _, p := range tp.parts {
 			next, n := int64(0), 0
@@ -283,7 +322,7 @@ func FuzzConnStream(f *testing.F) {
 
 // setFetchWait sets maxFetchWait for the test: fuzzing must not wait.
 func setFetchWait(tb testing.TB, d time.Duration) {
-	old := maxFetchWait
-	maxFetchWait = d
-	tb.Cleanup(func() { maxFetchWait = old })
+	old, oldGroup := maxFetchWait, maxGroupWait
+	maxFetchWait, maxGroupWait = d, d
+	tb.Cleanup(func() { maxFetchWait, maxGroupWait = old, oldGroup })
 }

@@ -53,6 +53,9 @@ type request struct {
 	waitCh    <-chan struct{}
 	waitUntil time.Time
 	final     bool
+	// wait is what a waiting handler (JoinGroup, SyncGroup) keeps from one
+	// call to the next.
+	wait any
 }
 
 // handle decodes and answers one request frame, returning its pending

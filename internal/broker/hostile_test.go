@@ -91,7 +91,7 @@ func TestHostileFrames(t *testing.T) {
 	cases := map[string][]byte{
 		"truncated header":     frame([]byte{0, 3, 0}),
 		"unknown key":          frame(header(999, 0)),
-		"key we do not serve":  frame(append(header(8, 2), make([]byte, 20)...)),
+		"key we do not serve":  frame(append(header(21, 0), make([]byte, 20)...)),
 		"metadata v99":         frame(header(3, 99)),
 		"produce v2":           frame(header(0, 2)),
 		"truncated body":       frame(append(header(3, 1), 0, 0, 0, 5)),

@@ -57,11 +57,6 @@ var txnTransitions = [...][]txnState{
 // preparing reports a transaction whose markers are pending.
 func (s txnState) preparing() bool { return s == txnPrepareCommit || s == txnPrepareAbort }
 
-// complete reports a transaction that ended (or none started).
-func (s txnState) complete() bool {
-	return s == txnEmpty || s == txnCompleteCommit || s == txnCompleteAbort
-}
-
 // txnMeta is one transactional id's coordinator state. c.mu guards it.
 type txnMeta struct {
 	id        string
