@@ -2,8 +2,9 @@
 # install-kafka-deps.sh: prepares a machine for the real-Kafka tests
 # (internal/kafkatest). Idempotent; CI runs it before the test suite.
 #
-# 1. Installs a JDK 17+ (java and javac) and Maven with apt-get when
-#    missing (as root, or with sudo; noninteractive).
+# 1. Installs a JDK 17+ (java and javac), Maven and an MIT Kerberos KDC
+#    (krb5-kdc, krb5-admin-server, krb5-user, for the GSSAPI tests) with
+#    apt-get when missing (as root, or with sudo; noninteractive).
 # 2. Resolves the Apache Kafka 4.4.0 jars and Byte Buddy into the harness
 #    cache ($LONGHAUL_KAFKA_CACHE, default $HOME/.cache/longhaul/kafka-4.4.0),
 #    and builds the KIP-1269 agent jar there, and resolves the jars of every
@@ -35,6 +36,9 @@ need=()
 # javac builds the KIP-1269 agent (internal/kafkatest/kip1269agent).
 if [ "$(java_major)" -lt 17 ] || ! command -v javac >/dev/null 2>&1; then need+=(java); fi
 if ! command -v mvn >/dev/null 2>&1; then need+=(maven); fi
+# An MIT Kerberos KDC for the GSSAPI tests (producer/plugin/lhkrb5,
+# scripts/start-kdc.sh).
+if ! command -v krb5kdc >/dev/null 2>&1 && ! [ -x /usr/sbin/krb5kdc ]; then need+=(kerberos); fi
 
 if [ ${#need[@]} -gt 0 ]; then
 	echo "install-kafka-deps: missing: ${need[*]}"
@@ -59,6 +63,7 @@ if [ ${#need[@]} -gt 0 ]; then
 			done
 			;;
 		maven) pkgs+=(maven) ;;
+		kerberos) pkgs+=(krb5-kdc krb5-admin-server krb5-user) ;;
 		esac
 	done
 	$SUDO apt-get install -y -q --no-install-recommends "${pkgs[@]}"

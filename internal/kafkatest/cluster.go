@@ -67,6 +67,9 @@ type Options struct {
 	// AgentArgs are the agent's arguments: "" or "tag=always" (write tag
 	// 1 also when the window is 5).
 	AgentArgs string
+	// JVMFlags are added to every node's JVM flags, for example
+	// [KDC.JVMFlag] for a GSSAPI listener.
+	JVMFlags []string
 	// Release is the Kafka release to run; the zero value is [Version].
 	// A ZooKeeper-mode release also gets a ZooKeeper process (see
 	// [Release]).
@@ -241,7 +244,7 @@ func start(t testing.TB, o Options, classpath, agentJar string) (*Cluster, error
 		if err := os.WriteFile(log4j, []byte(log4j2Properties(n.logPath())), 0o644); err != nil {
 			return nil, err
 		}
-		n.jvmArgs = append(brokerJVMArgs(o.HeapMB, classpath, n.dir, log4j), c.rel.JVMFlags...)
+		n.jvmArgs = append(append(brokerJVMArgs(o.HeapMB, classpath, n.dir, log4j), c.rel.JVMFlags...), o.JVMFlags...)
 		if o.Agent != nil && o.Agent(int(n.id)) {
 			n.agent = true
 			n.jvmArgs = append([]string{AgentFlag(agentJar, o.AgentArgs)}, n.jvmArgs...)
