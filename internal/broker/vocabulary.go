@@ -28,3 +28,10 @@ var ProduceErrorCodes = []*kerr.Error{
 var AfterAppendCodes = []*kerr.Error{
 	kerr.NotLeaderForPartition, kerr.RequestTimedOut, kerr.NotEnoughReplicasAfterAppend, kerr.DuplicateSequenceNumber,
 }
+
+// CoordinatorErrorCodes are the retriable errors a transaction or group
+// coordinator answers while it moves or loads its partition. Tests arm them
+// with [Cluster.InjectCoordinatorError].
+var CoordinatorErrorCodes = []*kerr.Error{
+	kerr.NotCoordinator, kerr.CoordinatorNotAvailable, kerr.CoordinatorLoadInProgress,
+}

@@ -16,6 +16,19 @@
 // (failover to a new address), [Cluster.ExpireProducerIDs],
 // [Cluster.SetWindow], [Cluster.SetRTT].
 //
+// # Transactions
+//
+// The cluster has Kafka's transaction and group coordinators, so
+// transactional producers and consumer groups work against it.
+// [Cluster.CommittedRecords] reads a partition as a read_committed
+// consumer does and [Cluster.CommittedOffset] a group's offsets. Faults
+// for transactions: [Cluster.SetMarkerDelay] and [Cluster.HoldMarkers]
+// (a transaction stays completing, so the producer's next steps meet
+// CONCURRENT_TRANSACTIONS), [Cluster.MoveTransactionCoordinator] and
+// [Cluster.MoveGroupCoordinator], [Cluster.InjectCoordinatorError],
+// [Cluster.TimeOutTransaction], and [Cluster.SetTransactionVersion] for
+// the protocol of Kafka 3.x (transaction version 1) or 4.x (2).
+//
 // # Concurrency
 //
 // Every Cluster method is safe for concurrent use, also while

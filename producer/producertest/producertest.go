@@ -101,9 +101,14 @@ func (c *Cluster) SetWindow(topic string, n int) error { return c.c.SetWindow(to
 func (c *Cluster) Window(topic string) int { return c.c.Window(topic) }
 
 // Records returns a copy of a partition's log in offset order, nil for an
-// unknown partition.
+// unknown partition. Records of aborted and open transactions are in it
+// ([Cluster.CommittedRecords] leaves them out); transaction markers are
+// not records, so their offsets are missing.
 func (c *Cluster) Records(topic string, partition int32) []Record {
-	log := c.c.Records(topic, partition)
+	return records(c.c.Records(topic, partition))
+}
+
+func records(log []broker.LogRecord) []Record {
 	if log == nil {
 		return nil
 	}
