@@ -70,6 +70,11 @@ type Options struct {
 	// JVMFlags are added to every node's JVM flags, for example
 	// [KDC.JVMFlag] for a GSSAPI listener.
 	JVMFlags []string
+	// Features are finalized feature levels to format the storage with
+	// (KRaft releases 3.9+: StorageTool's --feature name=level, KIP-1022),
+	// for example {"transaction.version": 1}; nil formats at the
+	// release's defaults.
+	Features map[string]int
 	// Release is the Kafka release to run; the zero value is [Version].
 	// A ZooKeeper-mode release also gets a ZooKeeper process (see
 	// [Release]).
@@ -259,7 +264,7 @@ func start(t testing.TB, o Options, classpath, agentJar string) (*Cluster, error
 		if !c.rel.KRaft() {
 			break // ZooKeeper mode has no storage to format
 		}
-		g.Go(func() error { return n.format(ctx, classpath, c.clusterID, c.toolLog) })
+		g.Go(func() error { return n.format(ctx, classpath, c.clusterID, c.toolLog, o.Features) })
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err

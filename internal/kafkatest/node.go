@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -210,10 +211,19 @@ func (n *node) logTail(lines int) string {
 }
 
 // format runs the storage tool for this node's log dir.
-func (n *node) format(ctx context.Context, classpath, clusterID, toolLog string) error {
-	cmd := exec.CommandContext(ctx, "java", "-Xmx256m", "-cp", classpath,
-		"-Dlog4j2.configurationFile="+toolLog,
-		"kafka.tools.StorageTool", "format", "-t", clusterID, "-c", n.propsPath())
+func (n *node) format(ctx context.Context, classpath, clusterID, toolLog string, features map[string]int) error {
+	args := []string{"-Xmx256m", "-cp", classpath,
+		"-Dlog4j2.configurationFile=" + toolLog,
+		"kafka.tools.StorageTool", "format", "-t", clusterID, "-c", n.propsPath()}
+	names := make([]string, 0, len(features))
+	for name := range features {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		args = append(args, "--feature", name+"="+strconv.Itoa(features[name]))
+	}
+	cmd := exec.CommandContext(ctx, "java", args...)
 	setDeathSignal(cmd)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
