@@ -92,6 +92,27 @@ type property struct {
 	set  func(c *config, v string) error
 }
 
+// The typed rows of the table (config_typed.go): each is set by text
+// through its row and by its typed option through the same check.
+var (
+	maxInFlightValue = intValue("max.in.flight.requests.per.connection", 1, math.MaxInt32, func(c *config, n int64) { c.maxInFlightPerConn = int(n) })
+	// 0, as in Java, disables batching: one record per batch, as 1 does.
+	batchSizeValue       = intValue("batch.size", 0, math.MaxInt32, func(c *config, n int64) { c.batchSize = max(int(n), 1) })
+	lingerValue          = durationValue("linger.ms", 0, func(c *config, d time.Duration) { c.linger = d })
+	bufferMemoryValue    = intValue("buffer.memory", 1, math.MaxInt64, func(c *config, n int64) { c.bufferMemory = n })
+	maxRequestSizeValue  = intValue("max.request.size", protocol.RecordBatchOverhead+1, math.MaxInt32, func(c *config, n int64) { c.maxRequestSize = int(n) })
+	deliveryTimeoutValue = durationValue("delivery.timeout.ms", 1, func(c *config, d time.Duration) { c.deliveryTimeout, c.deliveryTimeoutSet = d, true })
+	requestTimeoutValue  = durationValue("request.timeout.ms", 1, func(c *config, d time.Duration) { c.requestTimeout = d })
+	retryBackoffValue    = durationValue("retry.backoff.ms", 0, func(c *config, d time.Duration) { c.retryBackoff = d })
+	retryBackoffMaxValue = durationValue("retry.backoff.max.ms", 0, func(c *config, d time.Duration) { c.retryBackoffMax = d })
+	metadataMaxAgeValue  = durationValue("metadata.max.age.ms", 1, func(c *config, d time.Duration) { c.metadataMaxAge = d })
+	metadataMaxIdleValue = durationValue("metadata.max.idle.ms", 5000, func(c *config, d time.Duration) { c.metadataMaxIdle = d })
+	maxBlockValue        = durationValue("max.block.ms", 0, func(c *config, d time.Duration) { c.maxBlock = d })
+	maxWindowValue       = intValue("longhaul.max.window", 0, math.MaxInt32, func(c *config, n int64) { c.windowCap = int(n) })
+	coalesceValue        = intValue("longhaul.coalesce.requests", 0, math.MaxInt32, func(c *config, n int64) { c.coalesce = int(n) })
+	idleRearmValue       = durationValue("longhaul.idle.rearm.ms", 0, func(c *config, d time.Duration) { c.idleRearm = d })
+)
+
 // properties is the single source of truth for names, defaults and checks.
 var properties = append([]property{
 	{"bootstrap.servers", "", "comma-separated host:port list of brokers to start from", func(c *config, v string) error {
@@ -134,25 +155,15 @@ var properties = append([]property{
 		}
 		return nil
 	}},
-	{"max.in.flight.requests.per.connection", "5", "produce requests in flight per broker connection, at least 1; values above 5 are fine with idempotence (KIP-1269)",
-		intSetter(1, math.MaxInt32, func(c *config, n int) { c.maxInFlightPerConn = n })},
-	{"batch.size", "16384", "target bytes per batch, per partition, its 61-byte header included (as Java counts)",
-		// 0, as in Java, disables batching: one record per batch, as 1 does.
-		intSetter(0, math.MaxInt32, func(c *config, n int) { c.batchSize = max(n, 1) })},
-	{"linger.ms", "5", "how long a batch may wait for more records, in ms",
-		durationSetter(0, func(c *config, d time.Duration) { c.linger = d })},
-	{"buffer.memory", "33554432", "bytes of records buffered before Produce blocks",
-		intSetter(1, math.MaxInt64, func(c *config, n int) { c.bufferMemory = int64(n) })},
-	{"max.request.size", "1048576", "largest produce request, and so largest record, in bytes",
-		intSetter(protocol.RecordBatchOverhead+1, math.MaxInt32, func(c *config, n int) { c.maxRequestSize = n })},
-	{"delivery.timeout.ms", "120000", "time from Produce to a final outcome, retries included, in ms; when not set, at least linger.ms + request.timeout.ms (as Java)",
-		durationSetter(1, func(c *config, d time.Duration) { c.deliveryTimeout, c.deliveryTimeoutSet = d, true })},
-	{"request.timeout.ms", "30000", "how long to wait for one response, in ms",
-		durationSetter(1, func(c *config, d time.Duration) { c.requestTimeout = d })},
-	{"retry.backoff.ms", "100", "first wait before a retry, in ms",
-		durationSetter(0, func(c *config, d time.Duration) { c.retryBackoff = d })},
-	{"retry.backoff.max.ms", "1000", "longest wait before a retry, in ms",
-		durationSetter(0, func(c *config, d time.Duration) { c.retryBackoffMax = d })},
+	maxInFlightValue.row("5", "produce requests in flight per broker connection, at least 1; values above 5 are fine with idempotence (KIP-1269)"),
+	batchSizeValue.row("16384", "target bytes per batch, per partition, its 61-byte header included (as Java counts)"),
+	lingerValue.row("5", "how long a batch may wait for more records, in ms"),
+	bufferMemoryValue.row("33554432", "bytes of records buffered before Produce blocks"),
+	maxRequestSizeValue.row("1048576", "largest produce request, and so largest record, in bytes"),
+	deliveryTimeoutValue.row("120000", "time from Produce to a final outcome, retries included, in ms; when not set, at least linger.ms + request.timeout.ms (as Java)"),
+	requestTimeoutValue.row("30000", "how long to wait for one response, in ms"),
+	retryBackoffValue.row("100", "first wait before a retry, in ms"),
+	retryBackoffMaxValue.row("1000", "longest wait before a retry, in ms"),
 	{"compression.type", "none", "none, gzip, snappy, lz4 or zstd", func(c *config, v string) error {
 		codec, err := protocol.ParseCodec(v)
 		if err != nil {
@@ -167,33 +178,16 @@ var properties = append([]property{
 		levelSetter(protocol.CodecLz4, protocol.Lz4LevelMin, protocol.Lz4LevelMax, protocol.Lz4LevelDefault)},
 	{"compression.zstd.level", "3", "zstd level: -131072 to 22 (in four steps here: below 3, 3-5, 6-9, 10 and up)",
 		levelSetter(protocol.CodecZstd, protocol.ZstdLevelMin, protocol.ZstdLevelMax, protocol.ZstdLevelDefault)},
-	{"metadata.max.age.ms", "300000", "metadata is refreshed at least this often, in ms",
-		durationSetter(1, func(c *config, d time.Duration) { c.metadataMaxAge = d })},
-	{"metadata.max.idle.ms", "300000", "a topic not produced to for this long, with nothing buffered, is left out of metadata requests, in ms",
-		durationSetter(5000, func(c *config, d time.Duration) { c.metadataMaxIdle = d })},
-	{"max.block.ms", "60000", "how long a record may wait for its topic's metadata (partition list) before it fails, in ms",
-		durationSetter(0, func(c *config, d time.Duration) { c.maxBlock = d })},
+	metadataMaxAgeValue.row("300000", "metadata is refreshed at least this often, in ms"),
+	metadataMaxIdleValue.row("300000", "a topic not produced to for this long, with nothing buffered, is left out of metadata requests, in ms"),
+	maxBlockValue.row("60000", "how long a record may wait for its topic's metadata (partition list) before it fails, in ms"),
 	{"allow.auto.create.topics", "true", "true: ask the broker to create a missing topic (its auto.create.topics.enable decides)", boolSetter(func(c *config, b bool) { c.autoCreateTopics = b })},
 	{"partitioner.ignore.keys", "false", "true: sticky partitioning even for keyed records", boolSetter(func(c *config, b bool) { c.ignoreKeys = b })},
 	{"partitioner.adaptive.partitioning.enable", "true", "true: records without a key go to partitions with less queued data (KIP-794)", boolSetter(func(c *config, b bool) { c.adaptive = b })},
-	{"longhaul.max.window", "0", "cap on batches in flight per partition below the broker's window; 0 = the broker's window",
-		intSetter(0, math.MaxInt32, func(c *config, n int) { c.windowCap = n })},
-	{"longhaul.coalesce.requests", "5", "while a broker queues our requests (its latest produce response took over twice the fastest answer on the connection), batches past linger.ms wait while this many produce requests are in flight to it, for at most that response's time, and go together in the next request once a response frees a slot; 0 = never",
-		intSetter(0, math.MaxInt32, func(c *config, n int) { c.coalesce = n })},
-	{"longhaul.idle.rearm.ms", "300000", "after this long without an acknowledgement a partition sends one batch alone again (the broker may have expired our state); keep it below the brokers' producer.id.expiration.ms; 0 = never",
-		durationSetter(0, func(c *config, d time.Duration) { c.idleRearm = d })},
+	maxWindowValue.row("0", "cap on batches in flight per partition below the broker's window; 0 = the broker's window"),
+	coalesceValue.row("5", "while a broker queues our requests (its latest produce response took over twice the fastest answer on the connection), batches past linger.ms wait while this many produce requests are in flight to it, for at most that response's time, and go together in the next request once a response frees a slot; 0 = never"),
+	idleRearmValue.row("300000", "after this long without an acknowledgement a partition sends one batch alone again (the broker may have expired our state); keep it below the brokers' producer.id.expiration.ms; 0 = never"),
 }, append(partitionerProperties, securityProperties...)...)
-
-func intSetter(lo, hi int, store func(*config, int)) func(*config, string) error {
-	return func(c *config, v string) error {
-		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		if err != nil || n < int64(lo) || n > int64(hi) {
-			return fmt.Errorf("must be an integer between %d and %d", lo, hi)
-		}
-		store(c, int(n))
-		return nil
-	}
-}
 
 // boolSetter reads a boolean property (javaBool).
 func boolSetter(store func(*config, bool)) func(*config, string) error {
@@ -234,17 +228,6 @@ func levelSetter(codec protocol.Codec, lo, hi, def int) func(*config, string) er
 			c.compressionLevels = map[protocol.Codec]int{}
 		}
 		c.compressionLevels[codec] = n
-		return nil
-	}
-}
-
-func durationSetter(loMs int64, store func(*config, time.Duration)) func(*config, string) error {
-	return func(c *config, v string) error {
-		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		if err != nil || n < loMs || n > math.MaxInt32 {
-			return fmt.Errorf("must be an integer number of milliseconds between %d and %d", loMs, math.MaxInt32)
-		}
-		store(c, time.Duration(n)*time.Millisecond)
 		return nil
 	}
 }

@@ -133,9 +133,32 @@ func TestOptionsAndPropertiesAgree(t *testing.T) {
 
 // TestOptionDocsMatchTable keeps option docs from drifting from the table
 // (franz-go's Acks doc once named the wrong default): every option that
-// writes a property names it and states the table's default.
+// writes a property names it and states the table's default, and names
+// itself in its errors. An option writes a property either as text
+// (propOpt{name: ...}) or as a typed value through a typed row
+// (xValue.option("Name", v), xValue declared in config.go with its name).
 func TestOptionDocsMatchTable(t *testing.T) {
 	fset := token.NewFileSet()
+	rows := map[string]string{} // typed row variable -> property
+	cf, err := parser.ParseFile(fset, "config.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ast.Inspect(cf, func(n ast.Node) bool {
+		if vs, ok := n.(*ast.ValueSpec); ok && len(vs.Names) == 1 && len(vs.Values) == 1 {
+			if call, ok := vs.Values[0].(*ast.CallExpr); ok && len(call.Args) > 0 {
+				if id, ok := call.Fun.(*ast.Ident); ok && (id.Name == "intValue" || id.Name == "durationValue") {
+					if bl, ok := call.Args[0].(*ast.BasicLit); ok {
+						rows[vs.Names[0].Name] = strings.Trim(bl.Value, `"`)
+					}
+				}
+			}
+		}
+		return true
+	})
+	if len(rows) < 10 {
+		t.Fatalf("only %d typed rows found in config.go; the parser missed them", len(rows))
+	}
 	f, err := parser.ParseFile(fset, "options.go", nil, parser.ParseComments)
 	if err != nil {
 		t.Fatal(err)
@@ -146,19 +169,50 @@ func TestOptionDocsMatchTable(t *testing.T) {
 		if !ok || fn.Recv != nil || !fn.Name.IsExported() || fn.Name.Name == "Property" {
 			continue
 		}
-		var prop string
+		var prop, option string
 		ast.Inspect(fn.Body, func(n ast.Node) bool {
-			if cl, ok := n.(*ast.CompositeLit); ok && len(cl.Elts) == 2 {
-				if id, ok := cl.Type.(*ast.Ident); ok && id.Name == "propOpt" {
-					if bl, ok := cl.Elts[0].(*ast.BasicLit); ok {
-						prop = strings.Trim(bl.Value, `"`)
+			switch n := n.(type) {
+			case *ast.CompositeLit:
+				if id, ok := n.Type.(*ast.Ident); !ok || id.Name != "propOpt" {
+					return true
+				}
+				for _, e := range n.Elts {
+					kv, ok := e.(*ast.KeyValueExpr)
+					if !ok {
+						continue
 					}
+					bl, ok := kv.Value.(*ast.BasicLit)
+					if !ok {
+						continue
+					}
+					switch kv.Key.(*ast.Ident).Name {
+					case "name":
+						prop = strings.Trim(bl.Value, `"`)
+					case "option":
+						option = strings.Trim(bl.Value, `"`)
+					}
+				}
+			case *ast.CallExpr:
+				sel, ok := n.Fun.(*ast.SelectorExpr)
+				if !ok || sel.Sel.Name != "option" || len(n.Args) != 2 {
+					return true
+				}
+				if x, ok := sel.X.(*ast.Ident); ok {
+					if prop = rows[x.Name]; prop == "" {
+						t.Errorf("%s sets %s, which is not a typed row of config.go", fn.Name.Name, x.Name)
+					}
+				}
+				if bl, ok := n.Args[0].(*ast.BasicLit); ok {
+					option = strings.Trim(bl.Value, `"`)
 				}
 			}
 			return true
 		})
 		if prop == "" {
 			continue
+		}
+		if option != fn.Name.Name {
+			t.Errorf("%s names itself %q in its errors", fn.Name.Name, option)
 		}
 		doc := fn.Doc.Text()
 		def, ok := PropertyDefault(prop)
@@ -174,7 +228,7 @@ func TestOptionDocsMatchTable(t *testing.T) {
 		}
 		checked++
 	}
-	if checked < 10 {
+	if checked < 17 {
 		t.Fatalf("only %d options checked; the parser missed them", checked)
 	}
 }

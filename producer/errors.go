@@ -93,12 +93,16 @@ var ErrInvalidConfig = errors.New("producer: invalid config")
 // and unwraps to [ErrInvalidConfig].
 type ConfigError struct {
 	Property string // Kafka property name, e.g. "batch.size"
-	Value    string // the value given, as text
-	Reason   string // what is allowed
+	Value    string // the value given, as text; from an option, as Go writes it (e.g. -1ms, "brotli")
+	Reason   string // what is allowed, in the units of the property, or of the option when Option is set
+	Option   string // the typed option that gave Value, e.g. "Linger"; "" for a property
 }
 
 // Error implements error.
 func (e *ConfigError) Error() string {
+	if e.Option != "" {
+		return fmt.Sprintf("producer: invalid %s(%s): %s %s", e.Option, e.Value, e.Property, e.Reason)
+	}
 	if e.Value == "" {
 		return fmt.Sprintf("producer: %s: %s", e.Property, e.Reason)
 	}

@@ -13,7 +13,11 @@ import (
 )
 
 // Opt configures a Producer. Options are applied in order; a later option
-// overrides an earlier one.
+// overrides an earlier one. An option that stands for a property is
+// checked by that property's row of the table, as NewFromProperties checks
+// the property; an invalid value is a [*ConfigError] naming the option
+// and the property. Options taking a time.Duration keep it as given, below
+// a millisecond too, where the *.ms property holds whole milliseconds.
 type Opt interface {
 	apply(*config) error
 }
@@ -22,28 +26,41 @@ type optFunc func(*config) error
 
 func (f optFunc) apply(c *config) error { return f(c) }
 
-// propOpt writes through the properties table, so a typed option is checked
-// exactly like the property it stands for.
-type propOpt struct{ name, value string }
+// propOpt is an option whose value is text: it writes through the
+// property's row as NewFromProperties does. option names it in errors
+// ("" for Property, which is the property path itself), shown is its
+// value as the caller wrote it.
+type propOpt struct{ name, value, option, shown string }
 
-func (o propOpt) apply(c *config) error { return c.setOption(o.name, o.value) }
-
-func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+func (o propOpt) apply(c *config) error {
+	err := c.setOption(o.name, o.value)
+	if ce, ok := err.(*ConfigError); ok && o.option != "" {
+		ce.Option, ce.Value = o.option, o.shown
+		if ce.Value == "" {
+			ce.Value = strconv.Quote(o.value)
+		}
+	}
+	return err
+}
 
 // BootstrapServers sets bootstrap.servers: the brokers, as host:port, to
 // learn the cluster from. Required.
 func BootstrapServers(addrs ...string) Opt {
-	return propOpt{"bootstrap.servers", strings.Join(addrs, ",")}
+	quoted := make([]string, len(addrs))
+	for i, a := range addrs {
+		quoted[i] = strconv.Quote(a)
+	}
+	return propOpt{name: "bootstrap.servers", value: strings.Join(addrs, ","), option: "BootstrapServers", shown: strings.Join(quoted, ", ")}
 }
 
 // ClientID sets client.id, sent with every request. Default "longhaul".
-func ClientID(id string) Opt { return propOpt{"client.id", id} }
+func ClientID(id string) Opt { return propOpt{name: "client.id", value: id, option: "ClientID"} }
 
 // MaxInFlightRequestsPerConnection sets max.in.flight.requests.per.connection:
 // produce requests in flight per broker connection. Default 5, at least 1,
 // no upper bound: with KIP-1269 more than 5 is safe.
 func MaxInFlightRequestsPerConnection(n int) Opt {
-	return propOpt{"max.in.flight.requests.per.connection", strconv.Itoa(n)}
+	return maxInFlightValue.option("MaxInFlightRequestsPerConnection", int64(n))
 }
 
 // BatchSize sets batch.size: the target size of one partition's batch, in
@@ -52,47 +69,48 @@ func MaxInFlightRequestsPerConnection(n int) Opt {
 // gives batches the broker accepts. A record larger than that goes in a
 // batch of its own; 0, as in the Java client, puts every record in a batch
 // of its own. Default 16384.
-func BatchSize(bytes int) Opt { return propOpt{"batch.size", strconv.Itoa(bytes)} }
+func BatchSize(bytes int) Opt { return batchSizeValue.option("BatchSize", int64(bytes)) }
 
 // Linger sets linger.ms: how long a batch that is not full waits for more
-// records. Default 5ms; millisecond precision.
-func Linger(d time.Duration) Opt { return propOpt{"linger.ms", ms(d)} }
+// records. Default 5ms. d is kept as given: Linger(1500*time.Microsecond)
+// waits 1.5 ms, where linger.ms as a property is whole milliseconds.
+func Linger(d time.Duration) Opt { return lingerValue.option("Linger", d) }
 
 // BufferMemory sets buffer.memory: the bytes of records the producer holds
 // before Produce blocks. Default 33554432 (32 MiB).
-func BufferMemory(bytes int64) Opt {
-	return propOpt{"buffer.memory", strconv.FormatInt(bytes, 10)}
-}
+func BufferMemory(bytes int64) Opt { return bufferMemoryValue.option("BufferMemory", bytes) }
 
 // MaxRequestSize sets max.request.size: the largest produce request, and so
 // the largest record, in bytes. Default 1048576.
-func MaxRequestSize(bytes int) Opt { return propOpt{"max.request.size", strconv.Itoa(bytes)} }
+func MaxRequestSize(bytes int) Opt { return maxRequestSizeValue.option("MaxRequestSize", int64(bytes)) }
 
 // DeliveryTimeout sets delivery.timeout.ms: the time from Produce to a final
 // outcome, retries included. Default 120s, or linger.ms + request.timeout.ms
 // when that is more, as in the Java client; set below that sum it is a
 // ConfigError.
-func DeliveryTimeout(d time.Duration) Opt { return propOpt{"delivery.timeout.ms", ms(d)} }
+func DeliveryTimeout(d time.Duration) Opt { return deliveryTimeoutValue.option("DeliveryTimeout", d) }
 
 // RequestTimeout sets request.timeout.ms: how long to wait for one response
 // before the connection is closed and the request retried. Default 30s.
-func RequestTimeout(d time.Duration) Opt { return propOpt{"request.timeout.ms", ms(d)} }
+func RequestTimeout(d time.Duration) Opt { return requestTimeoutValue.option("RequestTimeout", d) }
 
 // RetryBackoff sets retry.backoff.ms, the first wait before a retry.
 // Default 100ms; it doubles up to RetryBackoffMax.
-func RetryBackoff(d time.Duration) Opt { return propOpt{"retry.backoff.ms", ms(d)} }
+func RetryBackoff(d time.Duration) Opt { return retryBackoffValue.option("RetryBackoff", d) }
 
 // RetryBackoffMax sets retry.backoff.max.ms. Default 1s.
-func RetryBackoffMax(d time.Duration) Opt { return propOpt{"retry.backoff.max.ms", ms(d)} }
+func RetryBackoffMax(d time.Duration) Opt { return retryBackoffMaxValue.option("RetryBackoffMax", d) }
 
 // Compression sets compression.type: none, gzip, snappy, lz4 or zstd.
 // Default none. The level is a property, as in the Java client:
 // Property("compression.zstd.level", "6"), and likewise
 // compression.gzip.level and compression.lz4.level.
-func Compression(codec string) Opt { return propOpt{"compression.type", codec} }
+func Compression(codec string) Opt {
+	return propOpt{name: "compression.type", value: codec, option: "Compression"}
+}
 
 // MetadataMaxAge sets metadata.max.age.ms. Default 5 minutes.
-func MetadataMaxAge(d time.Duration) Opt { return propOpt{"metadata.max.age.ms", ms(d)} }
+func MetadataMaxAge(d time.Duration) Opt { return metadataMaxAgeValue.option("MetadataMaxAge", d) }
 
 // MetadataMaxIdle sets metadata.max.idle.ms: a topic not produced to for d,
 // with nothing buffered or in flight, is no longer asked for in metadata
@@ -100,18 +118,18 @@ func MetadataMaxAge(d time.Duration) Opt { return propOpt{"metadata.max.age.ms",
 // the producer. Its sequence numbers are kept, so producing to it again
 // needs no epoch bump. Default 5 minutes, at least 5 s, as in the Java
 // client.
-func MetadataMaxIdle(d time.Duration) Opt { return propOpt{"metadata.max.idle.ms", ms(d)} }
+func MetadataMaxIdle(d time.Duration) Opt { return metadataMaxIdleValue.option("MetadataMaxIdle", d) }
 
 // MaxBlock sets max.block.ms: how long a record may wait for its topic's
 // partition list (the first Metadata answer naming the topic) before it
 // fails with [ErrTopicMetadata]. Default 60s, as in the Java client. It does
 // not bound Produce's wait for buffer.memory: Produce's context does.
-func MaxBlock(d time.Duration) Opt { return propOpt{"max.block.ms", ms(d)} }
+func MaxBlock(d time.Duration) Opt { return maxBlockValue.option("MaxBlock", d) }
 
 // MaxWindow sets longhaul.max.window: a cap on batches in flight per
 // partition below what the broker announces. Default 0, no cap. Setting 5
 // makes the producer behave like clients without KIP-1269.
-func MaxWindow(n int) Opt { return propOpt{"longhaul.max.window", strconv.Itoa(n)} }
+func MaxWindow(n int) Opt { return maxWindowValue.option("MaxWindow", int64(n)) }
 
 // IdleRearm sets longhaul.idle.rearm.ms: after d without an
 // acknowledgement, a partition's next batch goes alone until acknowledged,
@@ -120,10 +138,10 @@ func MaxWindow(n int) Opt { return propOpt{"longhaul.max.window", strconv.Itoa(n
 // the idle re-arm off. With it off or too long, a broker that lost the
 // state makes the producer fail batches with [ErrOrderLost] rather than
 // reorder them.
-func IdleRearm(d time.Duration) Opt { return propOpt{"longhaul.idle.rearm.ms", ms(d)} }
+func IdleRearm(d time.Duration) Opt { return idleRearmValue.option("IdleRearm", d) }
 
 // Property sets one Kafka property by name, as NewFromProperties does.
-func Property(name, value string) Opt { return propOpt{name, value} }
+func Property(name, value string) Opt { return propOpt{name: name, value: value} }
 
 // TLS makes every connection use TLS with a copy of cfg taken when the
 // option is applied, so later changes to cfg do not reach the producer;
