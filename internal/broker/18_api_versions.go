@@ -13,8 +13,10 @@ import (
 // * Lists every registered key with its version range. Produce is offered
 //   up to v14 (KIP-1269), or up to v13 on an old-mode node, decided when
 //   the request is handled: SetOld affects the next ApiVersions.
-// * A Kafka 2.4 node (SetKafka24) offers InitProducerId up to v2 and
-//   Produce up to v8.
+// * A Kafka 2.4 node (SetKafka24) offers InitProducerId up to v2, Produce
+//   up to v8, FindCoordinator up to v3, AddPartitionsToTxn, AddOffsetsToTxn
+//   and EndTxn up to v1, TxnOffsetCommit up to v2 and the group requests
+//   at their 2.4 versions, and no features (transaction version 1 only).
 // * A node with a Produce cap (Config.ProduceMaxVersions) offers Produce up
 //   to it; below v3 (Kafka 0.10) from v0, and no InitProducerId.
 // * A version above 4 is answered with a v0 response carrying
@@ -57,7 +59,7 @@ func handleApiVersions(c *Cluster, r *request) (kmsg.Response, error) {
 		}
 		resp.ApiKeys = append(resp.ApiKeys, ak)
 	}
-	if req.Version >= 3 {
+	if req.Version >= 3 && !r.n.kafka24 {
 		sf := kmsg.NewApiVersionsResponseSupportedFeature()
 		sf.Name, sf.MinVersion, sf.MaxVersion = featTxnVersion, 0, 2
 		resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
@@ -74,11 +76,14 @@ func handleApiVersions(c *Cluster, r *request) (kmsg.Response, error) {
 // featTxnVersion is the feature name of the transaction version (KIP-890).
 const featTxnVersion = "transaction.version"
 
-// Kafka 2.4's highest versions of the keys a producer uses (SetKafka24).
-const (
-	kafka24ProduceMaxVersion = 8
-	kafka24InitPIDMaxVersion = 2
-)
+// kafka24MaxVersions are Kafka 2.4's highest versions of the keys a
+// producer and a consumer group use (SetKafka24): no KIP-360 epoch bump,
+// no batched FindCoordinator, transaction version 1 only.
+var kafka24MaxVersions = map[int16]int16{
+	0: 8, 22: 2, // Produce, InitProducerId
+	10: 3, 24: 1, 25: 1, 26: 1, 28: 2, // FindCoordinator, the transaction requests
+	8: 8, 9: 6, 11: 6, 12: 4, 13: 4, 14: 4, // OffsetCommit, OffsetFetch, the group requests
+}
 
 // maxVersion is the highest version of key n serves, max being the
 // registered one; -1 for a key n's release does not have. c.mu must be
@@ -93,10 +98,10 @@ func (n *node) maxVersion(key, max int16) int16 {
 		}
 	}
 	switch {
-	case key == 0 && n.kafka24:
-		return min(max, kafka24ProduceMaxVersion)
-	case key == 22 && n.kafka24:
-		return min(max, kafka24InitPIDMaxVersion)
+	case n.kafka24:
+		if v, ok := kafka24MaxVersions[key]; ok {
+			return min(max, v)
+		}
 	case key == 0 && n.old:
 		return min(max, oldProduceMaxVersion)
 	}

@@ -24,7 +24,8 @@ import (
 //   the id's, after a transaction completed with the same result, is a
 //   retry, answered with the current id and epoch; after the coordinator
 //   aborted the transaction on its timeout, a commit at that epoch is
-//   PRODUCER_FENCED and an abort a retry. Otherwise the epoch must be the
+//   PRODUCER_FENCED (INVALID_TXN_STATE before KAFKA-20785:
+//   [Cluster.SetTimedOutCommitError]) and an abort a retry. Otherwise the epoch must be the
 //   id's (PRODUCER_FENCED): an ongoing transaction is prepared and the
 //   epoch bumped (a new producer id at epoch 0 once exhausted); an abort
 //   with no transaction bumps the epoch too; a commit with none is
@@ -96,6 +97,9 @@ func (c *Cluster) endTxnV2(m *txnMeta, req *kmsg.EndTxnRequest) int16 {
 	if retryEpoch && (m.state == txnCompleteCommit || m.state == txnCompleteAbort) {
 		switch {
 		case m.timedOut && req.Commit:
+			if c.timedOutCommit != 0 {
+				return c.timedOutCommit
+			}
 			return kerr.ProducerFenced.Code
 		case req.Commit == committed:
 			return 0

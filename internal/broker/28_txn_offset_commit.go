@@ -49,6 +49,9 @@ func handleTxnOffsetCommit(c *Cluster, r *request) (kmsg.Response, error) {
 }
 
 func (c *Cluster) txnOffsetCommit(r *request, req *kmsg.TxnOffsetCommitRequest) int16 {
+	if c.deniedTxnIDs[req.TransactionalID] {
+		return kerr.TransactionalIDAuthorizationFailed.Code
+	}
 	if code := c.coordCheck(r.n, 28, coordGroup, req.Group); code != 0 {
 		return code
 	}

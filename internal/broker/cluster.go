@@ -55,6 +55,8 @@ type Cluster struct {
 	heldMarkers     []func()                  // marker writes waiting for HoldMarkers(false)
 	timers          map[*time.Timer]struct{}  // pending after calls, stopped by Close
 	lenientTxnStart bool                      // SetLenientTransactionStart
+	deniedTxnIDs    map[string]bool           // DenyTransactionalID
+	timedOutCommit  int16                     // SetTimedOutCommitError: 0 is PRODUCER_FENCED
 	txnStats        TxnStats                  // TxnStats
 }
 

@@ -215,8 +215,10 @@ func (c *Cluster) SetOld(node int32, old bool) {
 
 // SetKafka24 switches a node into or out of Kafka 2.4 mode: its
 // ApiVersions offers InitProducerId up to v2 (no KIP-360 bump of an
-// existing producer id, so a client must ask for a new id) and Produce up to
-// v8, and it retains 5 batches like an old-mode node. A request above those
+// existing producer id, so a client must ask for a new id), Produce up to
+// v8 and the transaction and group requests at their 2.4 versions, with no
+// transaction.version feature, and it retains 5 batches like an old-mode
+// node. A request above those
 // versions closes the connection, as Kafka does. The ApiVersions change
 // applies to connections made from now on in practice; the window at
 // once. Unknown nodes are ignored.

@@ -227,8 +227,12 @@ func (c *Cluster) takeCoordFault(key int16) int16 {
 
 // coordCheck returns the error a coordinator request of API key for
 // (keyType, key) gets at node n before its own checks: an injected fault,
-// or NOT_COORDINATOR at the wrong node. c.mu is held.
+// NOT_COORDINATOR at the wrong node, or TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+// for a denied transactional id. c.mu is held.
 func (c *Cluster) coordCheck(n *node, apiKey int16, keyType int8, key string) int16 {
+	if keyType == coordTxn && c.deniedTxnIDs[key] {
+		return kerr.TransactionalIDAuthorizationFailed.Code
+	}
 	if code := c.takeCoordFault(apiKey); code != 0 {
 		return code
 	}
@@ -458,8 +462,8 @@ func (c *Cluster) txnProduce(r *request, p *partition, info protocol.BatchInfo, 
 		return 0, "" // verified by its first batch; sequences are the producer state's
 	}
 	req := r.kreq.(*kmsg.ProduceRequest)
-	if req.TransactionID == nil {
-		return kerr.TransactionalIDAuthorizationFailed.Code, "transactional batch without a transactional id"
+	if req.TransactionID == nil || c.deniedTxnIDs[*req.TransactionID] {
+		return kerr.TransactionalIDAuthorizationFailed.Code, ""
 	}
 	m := c.txns[*req.TransactionID]
 	switch {

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"math"
 	"testing"
 	"time"
@@ -417,5 +418,81 @@ func TestJavaHash(t *testing.T) {
 	}
 	if p := coordPartition("polygenelubricants"); p != 0 {
 		t.Errorf("coordPartition of a MinInt32 hash = %d, want 0 (Utils.abs)", p)
+	}
+}
+
+// TestTxnDenyTransactionalID: a denied transactional id is
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED at every coordinator request and
+// at Produce; allowed again, it works.
+func TestTxnDenyTransactionalID(t *testing.T) {
+	c := startCluster(t, Config{Topics: []TopicConfig{{Name: "t", Partitions: 1}}})
+	x := newTxnWire(t, c, "a")
+	pid, epoch := x.mustInit()
+	c.DenyTransactionalID("a", true)
+	denied := kerr.TransactionalIDAuthorizationFailed
+	wantCode(t, "init", x.init(4, 60000, -1, -1).ErrorCode, denied)
+	wantCode(t, "add", x.add(3, pid, epoch, "t", 0), denied)
+	wantCode(t, "produce", x.produce(12, 0, pid, epoch, 0, 1).ErrorCode, denied)
+	wantCode(t, "TxnOffsetCommit", x.txnCommit(5, pid, epoch, "g", "", -1, 1), denied)
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.Version, add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = 3, "a", pid, epoch, "g"
+	wantCode(t, "AddOffsetsToTxn", x.w.do(add).(*kmsg.AddOffsetsToTxnResponse).ErrorCode, denied)
+	wantCode(t, "end", x.end(5, pid, epoch, false).ErrorCode, denied)
+	c.DenyTransactionalID("a", false)
+	wantCode(t, "produce allowed", x.produce(12, 0, pid, epoch, 0, 1).ErrorCode, nil)
+}
+
+// TestTxnTimedOutCommitError: SetTimedOutCommitError(INVALID_TXN_STATE)
+// restores what Kafka 4 answered before KAFKA-20785 to a commit of a
+// transaction that timed out; any other code the default PRODUCER_FENCED.
+func TestTxnTimedOutCommitError(t *testing.T) {
+	c := startCluster(t, Config{Topics: []TopicConfig{{Name: "t", Partitions: 1}}})
+	c.SetMarkerDelay(0)
+	x := newTxnWire(t, c, "a")
+	pid, epoch := x.mustInit()
+	wantCode(t, "produce", x.produce(12, 0, pid, epoch, 0, 1).ErrorCode, nil)
+	if !c.TimeOutTransaction("a") {
+		t.Fatal("no ongoing transaction")
+	}
+	waitState(t, c, "a", "CompleteAbort")
+	c.SetTimedOutCommitError(kerr.InvalidTxnState.Code)
+	wantCode(t, "commit, pre KAFKA-20785", x.end(5, pid, epoch, true).ErrorCode, kerr.InvalidTxnState)
+	c.SetTimedOutCommitError(kerr.UnknownServerError.Code)
+	wantCode(t, "commit, default", x.end(5, pid, epoch, true).ErrorCode, kerr.ProducerFenced)
+}
+
+// TestTxnKafka24Node: a Kafka 2.4 node offers the transaction requests at
+// their 2.4 versions and no transaction.version feature, and kgo's
+// transactions work against a cluster of such nodes (version 1).
+func TestTxnKafka24Node(t *testing.T) {
+	c := startCluster(t, Config{Nodes: 2, Kafka24Nodes: []int32{0, 1}, Topics: []TopicConfig{{Name: "t", Partitions: 2}}})
+	w := dialWire(t, c.Addr())
+	av := kmsg.NewPtrApiVersionsRequest()
+	av.Version = 3
+	resp := w.do(av).(*kmsg.ApiVersionsResponse)
+	maxOf := map[int16]int16{}
+	for _, k := range resp.ApiKeys {
+		maxOf[k.ApiKey] = k.MaxVersion
+	}
+	for key, want := range map[int16]int16{0: 8, 10: 3, 22: 2, 24: 1, 26: 1, 28: 2, 11: 6} {
+		if maxOf[key] != want {
+			t.Errorf("key %d: max v%d, want v%d", key, maxOf[key], want)
+		}
+	}
+	if len(resp.FinalizedFeatures) != 0 || len(resp.SupportedFeatures) != 0 {
+		t.Errorf("features %+v %+v on a Kafka 2.4 node", resp.SupportedFeatures, resp.FinalizedFeatures)
+	}
+	cl := txnClient(t, c, "old")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := produceTxn(ctx, cl, 2, []string{"a", "b"}, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := produceTxn(ctx, cl, 2, []string{"x", "y"}, false); err != nil {
+		t.Fatal(err)
+	}
+	got := readCommitted(t, c, 2, 2)
+	if len(got[0]) != 1 || got[0][0] != "a" || len(got[1]) != 1 || got[1][0] != "b" {
+		t.Fatalf("read_committed read %q", got)
 	}
 }

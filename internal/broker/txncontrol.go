@@ -3,6 +3,8 @@ package broker
 import (
 	"fmt"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // TxnStats are the coordinator's counters since [Start].
@@ -272,4 +274,36 @@ func (c *Cluster) CommittedOffset(group, topic string, partition int32) (int64, 
 		return -1, false
 	}
 	return e.offset, true
+}
+
+// DenyTransactionalID(id, true) makes the cluster refuse the transactional
+// id as an ACL without WRITE on it would: InitProducerId,
+// AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit naming
+// it, and Produce carrying it, answer TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+// before anything else. DenyTransactionalID(id, false) allows it again.
+func (c *Cluster) DenyTransactionalID(transactionalID string, deny bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !deny {
+		delete(c.deniedTxnIDs, transactionalID)
+		return
+	}
+	if c.deniedTxnIDs == nil {
+		c.deniedTxnIDs = make(map[string]bool)
+	}
+	c.deniedTxnIDs[transactionalID] = true
+}
+
+// SetTimedOutCommitError sets what EndTxn v5 answers a commit, at the old
+// epoch, of a transaction the coordinator aborted on its timeout:
+// PRODUCER_FENCED (the default, Kafka since KAFKA-20785) or, with
+// INVALID_TXN_STATE's code, what earlier Kafka 4 releases answered. Other
+// codes restore the default.
+func (c *Cluster) SetTimedOutCommitError(code int16) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.timedOutCommit = 0
+	if code == kerr.InvalidTxnState.Code {
+		c.timedOutCommit = code
+	}
 }

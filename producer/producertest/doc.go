@@ -26,8 +26,9 @@
 // (a transaction stays completing, so the producer's next steps meet
 // CONCURRENT_TRANSACTIONS), [Cluster.MoveTransactionCoordinator] and
 // [Cluster.MoveGroupCoordinator], [Cluster.InjectCoordinatorError],
-// [Cluster.TimeOutTransaction], and [Cluster.SetTransactionVersion] for
-// the protocol of Kafka 3.x (transaction version 1) or 4.x (2).
+// [Cluster.TimeOutTransaction], [Cluster.DenyTransactionalID], and
+// [Cluster.SetTransactionVersion] for the protocol of Kafka 3.x
+// (transaction version 1) or 4.x (2).
 //
 // # Concurrency
 //

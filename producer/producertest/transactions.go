@@ -148,3 +148,12 @@ func (c *Cluster) TransactionStats() TransactionStats {
 	return TransactionStats{Committed: s.Committed, Aborted: s.Aborted, ConcurrentTransactions: s.ConcurrentTransactions,
 		Fenced: s.Fenced, TimedOut: s.TimedOut}
 }
+
+// DenyTransactionalID(id, true) makes the cluster refuse a transactional
+// id as a broker whose ACLs deny it does: the producer's transactional
+// requests, and its records, fail with
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED. DenyTransactionalID(id, false)
+// allows it again.
+func (c *Cluster) DenyTransactionalID(transactionalID string, deny bool) {
+	c.c.DenyTransactionalID(transactionalID, deny)
+}

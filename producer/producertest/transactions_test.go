@@ -305,3 +305,19 @@ func TestCommittedOffset(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, int64(4), off)
 }
+
+// TestDenyTransactionalID: a denied transactional id fails kgo's
+// transaction with TRANSACTIONAL_ID_AUTHORIZATION_FAILED; allowed again, a
+// new producer of the id works.
+func TestDenyTransactionalID(t *testing.T) {
+	c := producertest.NewCluster(t, 1, producertest.Topic{Name: "t"})
+	c.DenyTransactionalID("acl", true)
+	cl := txnProducer(t, c, "acl")
+	err := txn(t.Context(), cl, true, "a")
+	assert.ErrorIs(t, err, kerr.TransactionalIDAuthorizationFailed)
+	c.DenyTransactionalID("acl", false)
+	ok := txnProducer(t, c, "acl")
+	require.NoError(t, txn(t.Context(), ok, true, "b"))
+	waitTxnState(t, c, "acl", "CompleteCommit")
+	assert.Equal(t, []string{"b"}, values(c.CommittedRecords("t", 0)))
+}
