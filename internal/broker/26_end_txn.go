@@ -24,8 +24,9 @@ import (
 //   the id's, after a transaction completed with the same result, is a
 //   retry, answered with the current id and epoch; after the coordinator
 //   aborted the transaction on its timeout, a commit at that epoch is
-//   PRODUCER_FENCED (INVALID_TXN_STATE before KAFKA-20785:
-//   [Cluster.SetTimedOutCommitError]) and an abort a retry. Otherwise the epoch must be the
+//   INVALID_TXN_STATE, as on Kafka 4.4.0 (PRODUCER_FENCED since
+//   KAFKA-20785: [Cluster.SetTimedOutCommitError]), and an abort a retry
+//   answered with the epoch the timeout bumped. Otherwise the epoch must be the
 //   id's (PRODUCER_FENCED): an ongoing transaction is prepared and the
 //   epoch bumped (a new producer id at epoch 0 once exhausted); an abort
 //   with no transaction bumps the epoch too; a commit with none is
@@ -100,7 +101,7 @@ func (c *Cluster) endTxnV2(m *txnMeta, req *kmsg.EndTxnRequest) int16 {
 			if c.timedOutCommit != 0 {
 				return c.timedOutCommit
 			}
-			return kerr.ProducerFenced.Code
+			return kerr.InvalidTxnState.Code
 		case req.Commit == committed:
 			return 0
 		}

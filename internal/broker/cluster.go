@@ -56,7 +56,7 @@ type Cluster struct {
 	timers          map[*time.Timer]struct{}  // pending after calls, stopped by Close
 	lenientTxnStart bool                      // SetLenientTransactionStart
 	deniedTxnIDs    map[string]bool           // DenyTransactionalID
-	timedOutCommit  int16                     // SetTimedOutCommitError: 0 is PRODUCER_FENCED
+	timedOutCommit  int16                     // SetTimedOutCommitError: 0 is INVALID_TXN_STATE
 	txnStats        TxnStats                  // TxnStats
 }
 

@@ -315,7 +315,8 @@ func TestTxnInitProducerIDFences(t *testing.T) {
 // TestTxnTimeout: a transaction outliving its timeout is aborted by the
 // coordinator, which bumps the epoch: under version 1 the producer's
 // EndTxn is PRODUCER_FENCED; under version 2 its abort is accepted as a
-// retry and its commit is PRODUCER_FENCED. Its batches are aborted.
+// retry and its commit is INVALID_TXN_STATE (Kafka 4.4.0). Its batches are
+// aborted.
 func TestTxnTimeout(t *testing.T) {
 	for _, tv := range []int16{1, 2} {
 		c := startCluster(t, Config{Topics: []TopicConfig{{Name: "t", Partitions: 1}}})
@@ -339,7 +340,7 @@ func TestTxnTimeout(t *testing.T) {
 		if tv == 1 {
 			wantCode(t, "commit", x.end(4, pid, epoch, true).ErrorCode, kerr.ProducerFenced)
 		} else {
-			wantCode(t, "commit", x.end(5, pid, epoch, true).ErrorCode, kerr.ProducerFenced)
+			wantCode(t, "commit", x.end(5, pid, epoch, true).ErrorCode, kerr.InvalidTxnState)
 			abort := x.end(5, pid, epoch, false)
 			wantCode(t, "abort", abort.ErrorCode, nil)
 			if abort.ProducerEpoch != epoch+1 {
@@ -442,9 +443,10 @@ func TestTxnDenyTransactionalID(t *testing.T) {
 	wantCode(t, "produce allowed", x.produce(12, 0, pid, epoch, 0, 1).ErrorCode, nil)
 }
 
-// TestTxnTimedOutCommitError: SetTimedOutCommitError(INVALID_TXN_STATE)
-// restores what Kafka 4 answered before KAFKA-20785 to a commit of a
-// transaction that timed out; any other code the default PRODUCER_FENCED.
+// TestTxnTimedOutCommitError: a commit of a transaction that timed out is
+// INVALID_TXN_STATE, as Kafka 4.4.0 answers it (probed);
+// SetTimedOutCommitError(PRODUCER_FENCED) gives KAFKA-20785's answer, any
+// other code the default again.
 func TestTxnTimedOutCommitError(t *testing.T) {
 	c := startCluster(t, Config{Topics: []TopicConfig{{Name: "t", Partitions: 1}}})
 	c.SetMarkerDelay(0)
@@ -455,10 +457,11 @@ func TestTxnTimedOutCommitError(t *testing.T) {
 		t.Fatal("no ongoing transaction")
 	}
 	waitState(t, c, "a", "CompleteAbort")
-	c.SetTimedOutCommitError(kerr.InvalidTxnState.Code)
-	wantCode(t, "commit, pre KAFKA-20785", x.end(5, pid, epoch, true).ErrorCode, kerr.InvalidTxnState)
+	wantCode(t, "commit, default", x.end(5, pid, epoch, true).ErrorCode, kerr.InvalidTxnState)
+	c.SetTimedOutCommitError(kerr.ProducerFenced.Code)
+	wantCode(t, "commit, KAFKA-20785", x.end(5, pid, epoch, true).ErrorCode, kerr.ProducerFenced)
 	c.SetTimedOutCommitError(kerr.UnknownServerError.Code)
-	wantCode(t, "commit, default", x.end(5, pid, epoch, true).ErrorCode, kerr.ProducerFenced)
+	wantCode(t, "commit, default again", x.end(5, pid, epoch, true).ErrorCode, kerr.InvalidTxnState)
 }
 
 // TestTxnKafka24Node: a Kafka 2.4 node offers the transaction requests at

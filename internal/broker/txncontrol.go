@@ -178,8 +178,10 @@ func (c *Cluster) InjectCoordinatorError(apiKey int16, code int16, n int) {
 // TimeOutTransaction aborts a transactional id's ongoing transaction now,
 // as the coordinator does once transaction.timeout.ms passed: the epoch
 // is bumped, fencing the producer (its batches then get
-// INVALID_PRODUCER_EPOCH, its coordinator requests PRODUCER_FENCED), and
-// the abort's markers are written as for any abort. It reports whether
+// INVALID_PRODUCER_EPOCH; under transaction version 1 its coordinator
+// requests PRODUCER_FENCED, under 2 its EndTxn commit INVALID_TXN_STATE
+// while its abort succeeds), and the abort's markers are written as for
+// any abort. It reports whether
 // the id had an ongoing transaction. Transactions also time out by
 // themselves once their timeout (InitProducerId's) passed since their
 // first partition or group was added.
@@ -296,14 +298,14 @@ func (c *Cluster) DenyTransactionalID(transactionalID string, deny bool) {
 
 // SetTimedOutCommitError sets what EndTxn v5 answers a commit, at the old
 // epoch, of a transaction the coordinator aborted on its timeout:
-// PRODUCER_FENCED (the default, Kafka since KAFKA-20785) or, with
-// INVALID_TXN_STATE's code, what earlier Kafka 4 releases answered. Other
-// codes restore the default.
+// INVALID_TXN_STATE (the default, what Kafka 4.4.0 answers) or, with
+// PRODUCER_FENCED's code, what Kafka answers since KAFKA-20785. Other codes
+// restore the default.
 func (c *Cluster) SetTimedOutCommitError(code int16) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.timedOutCommit = 0
-	if code == kerr.InvalidTxnState.Code {
+	if code == kerr.ProducerFenced.Code {
 		c.timedOutCommit = code
 	}
 }
