@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -28,8 +29,9 @@ type txnWireDriver struct {
 	topicIDs map[string][16]byte
 	seq      map[protocol.TopicPartition]int32
 	txnID    string
-	// renumbers counts the renumber outcomes.
-	renumbers int
+	// renumbers counts the renumber outcomes; concurrent the produce
+	// answers CONCURRENT_TRANSACTIONS, retried.
+	renumbers, concurrent int
 }
 
 func newTxnWireDriver(t *testing.T, addr string, cfg protocol.DialConfig, topic string, partitions int32) *txnWireDriver {
@@ -66,7 +68,8 @@ func (d *txnWireDriver) apply(out txnOutcome, err error, done map[txnOp]error) {
 		clear(d.seq)
 	}
 	if out.backoff {
-		time.Sleep(5 * time.Millisecond)
+		// A real cluster creates its coordinators' topics on first use.
+		time.Sleep(min(time.Duration(out.attempt)*5*time.Millisecond, 200*time.Millisecond))
 	}
 	for _, dn := range out.done {
 		done[dn.op] = dn.err
@@ -141,7 +144,7 @@ func (d *txnWireDriver) step(done map[txnOp]error) bool {
 func (d *txnWireDriver) until(op txnOp) error {
 	d.t.Helper()
 	done := map[txnOp]error{}
-	for range 1000 {
+	for range 2000 {
 		if err, ok := done[op]; ok {
 			return err
 		}
@@ -152,7 +155,7 @@ func (d *txnWireDriver) until(op txnOp) error {
 			d.t.Fatalf("op %d not completed and nothing to send (state %v)", op, d.core.state)
 		}
 	}
-	d.t.Fatalf("op %d not completed after 1000 requests", op)
+	d.t.Fatalf("op %d not completed after 2000 requests", op)
 	return nil
 }
 
@@ -183,11 +186,21 @@ func (d *txnWireDriver) produce(tp protocol.TopicPartition, values ...string) er
 	req := &protocol.ProduceRequest{TransactionalID: &d.txnID, Acks: -1, Timeout: 10 * time.Second}
 	req.Add(tp.Topic, d.topicIDs[tp.Topic], tp.Partition, batch)
 	var res protocol.ProduceResult
-	ch := make(chan error, 1)
-	d.leaders[tp].Produce(req, &res, 10*time.Second, func(err error) { ch <- err })
-	err = <-ch
-	if err == nil && res.Partitions[0].ErrorCode != 0 {
-		err = kerr.ErrorForCode(res.Partitions[0].ErrorCode)
+	for attempt := 1; ; attempt++ {
+		ch := make(chan error, 1)
+		d.leaders[tp].Produce(req, &res, 10*time.Second, func(err error) { ch <- err })
+		err = <-ch
+		if err == nil && res.Partitions[0].ErrorCode != 0 {
+			err = kerr.ErrorForCode(res.Partitions[0].ErrorCode)
+		}
+		// The previous transaction's markers are still being written
+		// (Kafka answers so after waiting about 100 ms itself); the
+		// batch was not written: send it again, same sequence.
+		if !errors.Is(err, kerr.ConcurrentTransactions) || attempt == 50 {
+			break
+		}
+		d.concurrent++
+		time.Sleep(20 * time.Millisecond)
 	}
 	out, err2 := d.core.batchAnswered(tp, len(values), err)
 	d.apply(out, err2, map[txnOp]error{})

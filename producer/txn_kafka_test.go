@@ -1,0 +1,141 @@
+package producer
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/longhaul-kafka/longhaul/internal/kafkatest"
+	"github.com/longhaul-kafka/longhaul/protocol"
+)
+
+// TestTxnCoreOnKafka runs runTxnScenario against Apache Kafka 4.4,
+// formatted at transaction.version 2 (its default) and at 1, reading back
+// with an independent read_committed kgo consumer and OffsetFetch with
+// RequireStable (KIP-447). It lives here, not in internal/kafkatest,
+// because the core it drives is unexported. Without Java and Maven it
+// skips (see kafkatest.Start).
+//
+//	go test ./producer/ -run TestTxnCoreOnKafka -v
+func TestTxnCoreOnKafka(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tv   int
+	}{{"TV2", 2}, {"TV1", 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var opts kafkatest.Options
+			var cfg protocol.DialConfig
+			if tc.tv == 1 {
+				opts.Features = map[string]int{protocol.FeatureTransactionVersion: 1}
+				cfg.MaxVersions = map[int16]int16{0: protocol.MaxTV1ProduceVersion}
+			}
+			opts.BrokerConfig = map[string]string{
+				"transaction.state.log.replication.factor": "1",
+				"transaction.state.log.min.isr":            "1",
+				"offsets.topic.replication.factor":         "1",
+			}
+			c := kafkatest.Start(t, opts)
+			const topic = "txn-out"
+			c.CreateTopic(t, topic, 2, 1, nil)
+			c.CreateTopic(t, "in", 1, 1, nil)
+			d := newTxnWireDriver(t, c.DirectAddr(0), cfg, topic, 2)
+			var read map[int32][]string
+			runTxnScenario(t, d, topic, tc.tv, txnScenarioBackend{
+				committed: func(partition int32) []string {
+					if read == nil {
+						read = readCommitted(t, c, topic, 6)
+					}
+					return read[partition]
+				},
+				offset: func() int64 { return stableOffset(t, d.group, "eos", "in", 0) },
+			})
+			t.Logf("transaction version %d: %d produce answers CONCURRENT_TRANSACTIONS (previous markers pending), retried", tc.tv, d.concurrent)
+		})
+	}
+}
+
+// readCommitted reads topic from the start with a read_committed kgo
+// consumer until it has n records (or a minute passed) and a little
+// longer, so that a record too many would show.
+func readCommitted(t *testing.T, c *kafkatest.Cluster, topic string, n int) map[int32][]string {
+	cl := c.Client(t, kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	out := map[int32][]string{}
+	got := 0
+	deadline := time.Now().Add(time.Minute)
+	extra := time.Time{}
+	for time.Now().Before(deadline) && (extra.IsZero() || time.Now().Before(extra)) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			out[r.Partition] = append(out[r.Partition], string(r.Value))
+			got++
+		})
+		if got >= n && extra.IsZero() {
+			extra = time.Now().Add(2 * time.Second)
+		}
+	}
+	return out
+}
+
+// stableOffset fetches group's committed offset of topic/partition from
+// its coordinator (the address of coord), waiting while the transaction's
+// commit is not stable yet (UNSTABLE_OFFSET_COMMIT). OffsetFetch stays at
+// v9, which names topics (v10 takes topic ids).
+func stableOffset(t *testing.T, coord *protocol.Conn, group, topic string, partition int32) int64 {
+	conn, err := protocol.Dial(context.Background(), coord.Addr(), protocol.DialConfig{MaxVersions: map[int16]int16{9: 9}})
+	require.NoError(t, err)
+	defer conn.Close()
+	for range 600 {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Group = group
+		req.RequireStable = true
+		rt := kmsg.NewOffsetFetchRequestTopic()
+		rt.Topic, rt.Partitions = topic, []int32{partition}
+		req.Topics = []kmsg.OffsetFetchRequestTopic{rt}
+		rg := kmsg.NewOffsetFetchRequestGroup()
+		rg.Group = group
+		rgt := kmsg.NewOffsetFetchRequestGroupTopic()
+		rgt.Topic, rgt.Partitions = topic, []int32{partition}
+		rg.Topics = []kmsg.OffsetFetchRequestGroupTopic{rgt}
+		req.Groups = []kmsg.OffsetFetchRequestGroup{rg}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		r, err := conn.Do(ctx, req)
+		cancel()
+		require.NoError(t, err)
+		resp := r.(*kmsg.OffsetFetchResponse)
+		code, off := resp.ErrorCode, int64(-1)
+		for _, g := range resp.Groups {
+			code = g.ErrorCode
+			for _, gt := range g.Topics {
+				for _, p := range gt.Partitions {
+					if code == 0 {
+						code = p.ErrorCode
+					}
+					off = p.Offset
+				}
+			}
+		}
+		for _, rt := range resp.Topics {
+			for _, p := range rt.Partitions {
+				if code == 0 {
+					code = p.ErrorCode
+				}
+				off = p.Offset
+			}
+		}
+		if code == kerr.UnstableOffsetCommit.Code || code == kerr.CoordinatorLoadInProgress.Code {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		require.Zero(t, code, "OffsetFetch: %v", kerr.ErrorForCode(code))
+		return off
+	}
+	t.Fatal("offsets never stable")
+	return -1
+}
