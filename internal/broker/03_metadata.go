@@ -15,7 +15,10 @@ import (
 // * Null topics (v1+) lists every topic; v0's empty list does too.
 // * Unknown topics are UNKNOWN_TOPIC_OR_PARTITION unless
 //   Config.AutoCreateTopics and AllowAutoTopicCreation (v4+; always on v0-3)
-//   ask to create them (one partition, default window). Unknown ids are
+//   ask to create them (one partition, default window). A name Kafka
+//   refuses (not 1..249 characters of [a-zA-Z0-9._-], or "." or "..") is
+//   INVALID_TOPIC_EXCEPTION, with or without auto-creation, as Kafka's
+//   KafkaApis and auto-creation manager answer. Unknown ids are
 //   UNKNOWN_TOPIC_ID.
 //
 // * Fault hook: RewriteMetadata rewrites every response just before it is
@@ -92,7 +95,11 @@ func handleMetadata(c *Cluster, r *request) (kmsg.Response, error) {
 				t, _ = c.createTopic(TopicConfig{Name: *rt.Topic, Partitions: 1})
 			}
 			if t == nil {
-				addErr(rt.Topic, uuid{}, kerr.UnknownTopicOrPartition.Code)
+				code := kerr.UnknownTopicOrPartition.Code
+				if checkTopicName(*rt.Topic) != nil {
+					code = kerr.InvalidTopicException.Code
+				}
+				addErr(rt.Topic, uuid{}, code)
 				continue
 			}
 		default:

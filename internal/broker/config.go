@@ -222,8 +222,8 @@ func checkWindow(name string, n int) error {
 
 // checkTopic validates t, window 0 allowed (server default).
 func checkTopic(t TopicConfig) error {
-	if t.Name == "" || len(t.Name) > 249 {
-		return &ConfigError{"Name", strconv.Quote(t.Name), "must be 1..249 characters"}
+	if err := checkTopicName(t.Name); err != nil {
+		return err
 	}
 	if t.Partitions < 1 || t.Partitions > MaxPartitions {
 		return &ConfigError{"Partitions", strconv.Itoa(int(t.Partitions)), fmt.Sprintf("must be 1..%d", MaxPartitions)}

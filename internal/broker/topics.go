@@ -274,3 +274,28 @@ func (c *Cluster) dataWait() <-chan struct{} {
 	}
 	return c.dataCh
 }
+
+// maxTopicName is the longest topic name Kafka accepts.
+const maxTopicName = 249
+
+// checkTopicName applies Kafka's rules for a topic name
+// (org.apache.kafka.common.internals.Topic.validate): 1 to 249 characters
+// of [a-zA-Z0-9._-], and not "." or "..". Metadata answers a name that
+// breaks them with INVALID_TOPIC_EXCEPTION, with or without auto-creation,
+// and CreateTopics refuses it with the same code.
+func checkTopicName(name string) error {
+	switch {
+	case name == "" || len(name) > maxTopicName:
+		return &ConfigError{"Name", strconv.Quote(name), fmt.Sprintf("must be 1..%d characters", maxTopicName)}
+	case name == "." || name == "..":
+		return &ConfigError{"Name", strconv.Quote(name), `"." and ".." are not allowed`}
+	}
+	for i := 0; i < len(name); i++ {
+		switch b := name[i]; {
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9', b == '.', b == '_', b == '-':
+		default:
+			return &ConfigError{"Name", strconv.Quote(name), "may contain only ASCII letters, digits, '.', '_' and '-'"}
+		}
+	}
+	return nil
+}
