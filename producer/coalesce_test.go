@@ -177,17 +177,33 @@ func TestStatsProduceRequests(t *testing.T) {
 // response time past its linger. Chaos seed 659 (holding after one request
 // in flight, a slowed node, partitions moving) held a lingered batch for a
 // response that never freed the node's count, until delivery.timeout.ms; the
-// negative control brings back the unbounded hold and must find it.
+// negative control brings back the unbounded hold and must find it. Since
+// Metadata answers that change nothing back off (issue 32), seed 659 no
+// longer starves under the unbounded hold; of seeds 1-6,000 drawn with
+// holding after one request (coalesce 1), 2505 and 3518 do, in 8 and 3 of
+// 20 runs: the control runs each up to 20 times (all runs passing by
+// chance: about 1 in 700,000), and the bounded hold passes 100 runs of
+// each.
 func TestCoalesceHoldIsBounded(t *testing.T) {
+	seeds := []uint64{2505, 3518}
 	for _, unbounded := range []bool{false, true} {
-		s := drawSchedule(659)
-		s.regress.holdUnbounded = unbounded
-		var v []string
-		synctest.Test(t, func(t *testing.T) { v = runSchedule(t, s) })
+		found := false
+		for _, seed := range seeds {
+			for run := 0; run < 20 && !found; run++ {
+				s := drawSchedule(seed)
+				s.coalesce = 1
+				s.regress.holdUnbounded = unbounded
+				var v []string
+				synctest.Test(t, func(t *testing.T) { v = runSchedule(t, s) })
+				if !unbounded {
+					require.Empty(t, v, "seed %d", seed)
+					break
+				}
+				found = len(v) > 0
+			}
+		}
 		if unbounded {
-			require.NotEmpty(t, v, "the unbounded hold starves a record (negative control)")
-		} else {
-			require.Empty(t, v)
+			require.True(t, found, "the unbounded hold starves a record (negative control)")
 		}
 	}
 }

@@ -138,7 +138,7 @@ func (s *sender) maintainMetadata(now time.Time) time.Time {
 		s.metaNext = now.Add(s.cfg.metadataMaxAge)
 		return s.metaNext
 	}
-	s.metaWanted.Store(false)
+	asked := s.metaWanted.Swap(false)
 	s.metaBusy = true
 	s.runControl(func(ctx context.Context, c *protocol.Conn) (func(), error) {
 		ask := protocol.Metadata
@@ -149,7 +149,7 @@ func (s *sender) maintainMetadata(now time.Time) time.Time {
 		if err != nil {
 			return nil, err
 		}
-		return func() { s.applyMetadata(res) }, nil
+		return func() { s.applyMetadata(res, asked) }, nil
 	}, s.metadataFailed)
 	return time.Time{}
 }
@@ -169,15 +169,24 @@ func (s *sender) metadataFailed(err error) {
 	s.p.mu.Unlock()
 }
 
-// applyMetadata takes in brokers, topic ids, partition counts and leaders.
-func (s *sender) applyMetadata(res *protocol.MetadataResult) {
+// applyMetadata takes in brokers, topic ids, partition counts and leaders,
+// judging each topic and partition entry's error code (topicVerdict,
+// partitionUsable). asked says whether the request was wanted (a record
+// waiting, a leader lost) rather than the periodic refresh: an answer to
+// such a request that changes nothing backs off like a failure, as the
+// Java client's does, so a producer whose wish no answer grants (a
+// leader at an address no broker gives) does not ask again at once, for
+// ever.
+func (s *sender) applyMetadata(res *protocol.MetadataResult, asked bool) {
 	now := time.Now()
 	s.metaBusy = false
 	s.metaNext = now.Add(s.cfg.metadataMaxAge)
 	s.rescan = true // leaders and broker addresses may have changed
+	changed := false
 	for id, addr := range res.Brokers {
 		n := s.node(id)
 		if n.addr != addr {
+			changed = true
 			if n.conn != nil {
 				s.connFailed(n, n.conn, errors.New("producer: broker address changed"))
 			}
@@ -190,6 +199,10 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult) {
 			n.addr = addr
 		}
 	}
+	// again asks for another request after the backoff: only for what
+	// records wait on. A topic or partition nothing waits for is asked
+	// for at the periodic refresh only, until metadata.max.idle.ms drops
+	// it, so a dead topic is not polled at the backoff's pace.
 	again := false
 	var leaders []leaderUpdate
 	s.p.mu.Lock()
@@ -199,11 +212,14 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult) {
 			continue
 		}
 		if tm.ErrorCode != 0 {
-			t.lastErr = kerr.ErrorForCode(tm.ErrorCode)
-			again = again || s.topicNeeded(t, now)
-			if tm.ErrorCode == kerr.TopicAuthorizationFailed.Code {
-				// Retrying will not grant access: fail what waits at once.
-				s.p.failWaitingLocked(t, t.lastErr)
+			err := kerr.ErrorForCode(tm.ErrorCode)
+			changed = changed || !errors.Is(t.lastErr, err)
+			t.lastErr = err
+			switch topicVerdict(tm.ErrorCode) {
+			case metaFail:
+				s.p.failWaitingLocked(t, err)
+			default:
+				again = again || len(t.waiting) > 0 || s.partitionsHold(t)
 			}
 			continue
 		}
@@ -214,35 +230,40 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult) {
 			again = true
 			continue
 		}
+		changed = changed || t.lastErr != nil || t.parts == nil
 		t.lastErr = nil
 		count := int32(len(tm.Partitions))
 		if t.id != tm.ID && t.id != ([16]byte{}) && tm.ID != ([16]byte{}) {
 			s.topicRecreatedLocked(t, count)
+			changed = true
 		}
 		t.id = tm.ID
 		if count > int32(len(t.parts)) {
 			s.p.setPartitionsLocked(t, count, now)
+			changed = true
 		}
 		for _, pm := range tm.Partitions {
 			leader, epoch := pm.Leader, max(pm.LeaderEpoch, -1)
-			if pm.ErrorCode != 0 && pm.ErrorCode != kerr.ReplicaNotAvailable.Code {
-				again = true
+			var ps *partitionState
+			if int(pm.Partition) < len(t.parts) {
+				ps = t.parts[pm.Partition]
 			}
-			if leader < 0 {
-				again = true
+			wanted := ps != nil && ps.holdsData()
+			if !partitionUsable(pm.ErrorCode) || leader < 0 {
+				again = again || wanted
 			} else if _, ok := res.Brokers[leader]; !ok {
 				// A leader the broker list does not name cannot be
 				// reached: ask again, with backoff.
-				again = true
+				again = again || wanted
 				leader, epoch = -1, -1
 			}
-			if int(pm.Partition) < len(t.parts) {
-				leaders = append(leaders, leaderUpdate{t.parts[pm.Partition], leader, epoch})
+			if ps != nil {
+				leaders = append(leaders, leaderUpdate{ps, leader, epoch})
 			}
 		}
 	}
 	for _, t := range s.p.topics {
-		if t.parts == nil && s.topicNeeded(t, now) {
+		if t.parts == nil && len(t.waiting) > 0 {
 			again = true
 		}
 	}
@@ -251,15 +272,29 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult) {
 	// HookWindowChanged, and a hook may call InFlightLimit, Stats or
 	// Produce, which take the lock (the sender deadlocked on itself).
 	for _, u := range leaders {
-		s.updateLeader(u.ps, u.leader, u.epoch)
+		changed = s.updateLeader(u.ps, u.leader, u.epoch) || changed
 	}
-	if again {
+	switch {
+	case again || (asked && !changed):
 		s.metaFailures++
 		s.metaRetryAt = now.Add(s.backoff(s.metaFailures))
-		s.metaWanted.Store(true)
-	} else {
+		if again {
+			s.metaWanted.Store(true)
+		}
+	case changed:
 		s.metaFailures = 0
 	}
+}
+
+// partitionsHold reports whether any of t's partitions holds records.
+// Called with p.mu held.
+func (s *sender) partitionsHold(t *topicState) bool {
+	for _, ps := range t.parts {
+		if ps.holdsData() {
+			return true
+		}
+	}
+	return false
 }
 
 // topicNeeded reports whether metadata requests should name t: records
@@ -271,12 +306,13 @@ func (s *sender) topicNeeded(t *topicState, now time.Time) bool {
 	if len(t.waiting) > 0 || now.Sub(t.used) < s.cfg.metadataMaxIdle || s.cfg.regress.pollIdleTopics {
 		return true
 	}
-	for _, ps := range t.parts {
-		if ps.open != nil || ps.queued() > 0 || len(ps.retry) > 0 || len(ps.inflight) > 0 {
-			return true
-		}
-	}
-	return false
+	return s.partitionsHold(t)
+}
+
+// holdsData reports whether the partition has records open, queued,
+// waiting for a retry or in flight.
+func (ps *partitionState) holdsData() bool {
+	return ps.open != nil || ps.queued() > 0 || len(ps.retry) > 0 || len(ps.inflight) > 0
 }
 
 // checkPartitions rejects a topic's partition list unless it names each of
@@ -310,21 +346,35 @@ type leaderUpdate struct {
 }
 
 // updateLeader records a partition's leader from metadata or a KIP-951
-// hint. A partition moves to a new leader only once its batches in flight
-// to the old one are done, so the two never hold its batches at once.
-func (s *sender) updateLeader(ps *partitionState, leader, epoch int32) {
-	if epoch >= 0 && ps.leaderEpoch >= 0 && epoch < ps.leaderEpoch {
-		return // stale metadata
+// hint, and reports whether anything changed. A partition moves to a new
+// leader only once its batches in flight to the old one are done, so the
+// two never hold its batches at once. An older leader epoch is stale,
+// unless the partition's leader is a node without an address: an epoch
+// must not pin a partition to a node the producer cannot reach.
+func (s *sender) updateLeader(ps *partitionState, leader, epoch int32) bool {
+	if epoch >= 0 && ps.leaderEpoch >= 0 && epoch < ps.leaderEpoch && s.reachable(ps.leader) {
+		return false // stale metadata
 	}
 	if leader == ps.leader && epoch == ps.leaderEpoch {
+		was := ps.hasPending
 		ps.hasPending = false
-		return
+		return was
 	}
 	if len(ps.inflight) > 0 {
+		if ps.hasPending && ps.pendingLeader == leader && ps.pendingEpoch == epoch {
+			return false
+		}
 		ps.pendingLeader, ps.pendingEpoch, ps.hasPending = leader, epoch, true
-		return
+		return true
 	}
 	s.applyLeader(ps, leader, epoch)
+	return true
+}
+
+// reachable reports whether node id has an address to dial.
+func (s *sender) reachable(id int32) bool {
+	n := s.nodes[id]
+	return n != nil && n.addr != ""
 }
 
 func (s *sender) applyLeader(ps *partitionState, leader, epoch int32) {

@@ -59,13 +59,16 @@ var ErrInvalidRecord = errors.New("producer: invalid record")
 var ErrBufferFull = errors.New("producer: buffer.memory full")
 
 // ErrTopicMetadata is the error of records whose topic the producer could
-// not learn: the broker answered TOPIC_AUTHORIZATION_FAILED for it (records
-// fail at once), or max.block.ms passed without the topic's partitions
-// being known (for example UNKNOWN_TOPIC_OR_PARTITION with topic
-// auto-creation off). It is wrapped in a [DeliveryError] together with the
-// broker's error, so errors.Is(err, kerr.TopicAuthorizationFailed) and
-// errors.Is(err, kerr.UnknownTopicOrPartition) work. The records were never
-// sent.
+// not learn: the broker answered a code no retry can change for it
+// (records fail at once: INVALID_TOPIC_EXCEPTION for a name Kafka refuses,
+// TOPIC_AUTHORIZATION_FAILED, and POLICY_VIOLATION, INVALID_PARTITIONS or
+// INVALID_CONFIG for an auto-creation refused by a pre-4.0 broker), or
+// max.block.ms passed without the topic's partitions being known (for
+// example UNKNOWN_TOPIC_OR_PARTITION, with topic auto-creation off or
+// refused by a Kafka 4 controller). It is wrapped in a [DeliveryError]
+// together with the broker's error, so errors.Is(err,
+// kerr.InvalidTopicException) and errors.Is(err,
+// kerr.UnknownTopicOrPartition) work. The records were never sent.
 var ErrTopicMetadata = errors.New("producer: topic metadata unavailable")
 
 // ErrInFlight is wrapped, with the context's error, in the

@@ -49,8 +49,10 @@ func (rs ProduceResults) FirstErr() error {
 // A failed record's Offset is -1. ProduceSync blocks while buffer.memory is
 // full, as Produce does, until ctx is done. Called from a record callback
 // or a hook it returns at once with [ErrInCallback] for every record and
-// produces nothing.
+// produces nothing. A nil ctx panics at once, before any record is taken,
+// as in Produce.
 func (p *Producer) ProduceSync(ctx context.Context, records ...*Record) ProduceResults {
+	mustContext(ctx)
 	results := make(ProduceResults, len(records))
 	for i, r := range records {
 		results[i].Record = r

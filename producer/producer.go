@@ -177,8 +177,22 @@ func newProducer(cfg config) (*Producer, error) {
 // deadlocking. The same holds in a hook (see [Hook]): Produce there fails
 // the record with [ErrBufferFull] rather than wait when buffer.memory is
 // full, and Flush, ProduceSync and Close return [ErrInCallback]. A nil cb ignores the outcome.
+//
+// ctx must not be nil (pass context.Background() for no deadline): the
+// context package asks callers never to pass one, so a nil ctx is a bug
+// in the caller, and Produce panics at once with "producer: nil Context",
+// before taking the record, rather than fail later where ctx is first
+// used.
 func (p *Producer) Produce(ctx context.Context, r *Record, cb Callback) {
+	mustContext(ctx)
 	p.produce(ctx, r, cb, true)
+}
+
+// mustContext panics on a nil ctx, before anything is done with the call.
+func mustContext(ctx context.Context) {
+	if ctx == nil {
+		panic("producer: nil Context")
+	}
 }
 
 // TryProduce is like Produce but never blocks: when buffer.memory is full
@@ -267,8 +281,10 @@ func (p *Producer) reject(r *Record, cb Callback, err error) {
 // called back, whatever their outcomes (the callbacks tell those), and
 // ctx's error, wrapped, if ctx ended first: cancelling stops the wait only,
 // the records stay buffered and keep going. It returns [ErrInCallback],
-// without waiting, when called from a record callback or a hook.
+// without waiting, when called from a record callback or a hook. A nil
+// ctx panics at once, before any batch is sealed, as in Produce.
 func (p *Producer) Flush(ctx context.Context) error {
+	mustContext(ctx)
 	if p.onOwnGoroutine() {
 		return ErrInCallback
 	}

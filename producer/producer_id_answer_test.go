@@ -46,7 +46,7 @@ func editProxy(t *testing.T, n *memnet.Network, upstream string, edit func(kmsg.
 				return
 			}
 			w := append(binary.BigEndian.AppendUint32(nil, uint32(len(resp))), resp...)
-			if h.Key == 3 || h.Key == 22 {
+			if h.Key == 0 || h.Key == 3 || h.Key == 22 {
 				r, err := protocol.ParseResponse(resp, req, h.CorrelationID)
 				if err != nil {
 					return

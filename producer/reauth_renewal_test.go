@@ -173,7 +173,7 @@ func movedDuringRenewal(t *testing.T, continues bool) (windows []windowChange) {
 				p.post(func() {
 					if nd := p.s.nodes[0]; nd != nil && nd.draining != nil && !applied.Load() {
 						applied.Store(true)
-						p.s.applyMetadata(&protocol.MetadataResult{Brokers: map[int32]string{0: moved}, ControllerID: 0})
+						p.s.applyMetadata(&protocol.MetadataResult{Brokers: map[int32]string{0: moved}, ControllerID: 0}, false)
 					}
 				})
 			}

@@ -49,6 +49,9 @@ func (s *sender) handleProduce(sr *sentRequest) {
 	}
 	pr, _ := resp.(*kmsg.ProduceResponse)
 	s.cfg.hooks.throttled(sr.node.id, pr)
+	if pr != nil {
+		s.learnEndpoints(pr.Brokers)
+	}
 	cur := respCursor{pr: pr, version: sr.version}
 	for i, b := range sr.batches {
 		rp := cur.find(b)
@@ -227,8 +230,8 @@ func (s *sender) batchRejected(b *batch, code int16, cause error, hint *kmsg.Pro
 		b.split = false
 	}
 	if v.refreshMetadata {
-		if hint != nil && hint.LeaderID >= 0 && hint.LeaderEpoch > ps.leaderEpoch && s.hintCurrent(b) {
-			s.updateLeader(ps, hint.LeaderID, hint.LeaderEpoch) // KIP-951 hint
+		if hint != nil {
+			s.leaderHint(b, hint.LeaderID, hint.LeaderEpoch) // KIP-951
 		}
 		s.wantMetadata()
 	}

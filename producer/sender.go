@@ -498,8 +498,14 @@ func (s *sender) lingeredKeptOpen(ps *partitionState, deadline, now time.Time, n
 		// A lingered batch of a partition that cannot send now keeps
 		// filling, as in the Java client: sealing it would queue a small
 		// batch that takes a whole slot of the window. An ack marks the
-		// partition ready to look again.
+		// partition ready to look again. Without a leader, only a
+		// metadata answer can change that: one is asked for (the run
+		// loop starts it, or waits out its backoff), since an answer
+		// that came while the partition held nothing asked for none.
 		ps.lingerHeld = true
+		if ps.leader < 0 {
+			s.metaWanted.Store(true)
+		}
 		return true
 	}
 }

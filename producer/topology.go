@@ -1,6 +1,12 @@
 package producer
 
-import "fmt"
+import (
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
 
 // Topology changes seen in metadata (issue 20): a topic deleted and
 // created again under the same name, with a new topic id (KIP-516) and
@@ -75,4 +81,38 @@ func (s *sender) hintCurrent(b *batch) bool {
 	t := b.part.topic
 	var none [16]byte
 	return s.cfg.regress.oldTopicHints || b.topicID == none || t.id == none || b.topicID == t.id
+}
+
+// leaderHint applies a KIP-951 CurrentLeader hint from the answer to b's
+// attempt: a newer leader epoch than the partition's, for the topic's
+// current incarnation (hintCurrent), naming a node with an address, from
+// metadata or the answer's NodeEndpoints (learnEndpoints). A hint naming
+// a node the producer cannot dial is left to the metadata refresh the
+// answer also asks for: taken, it would park the partition at that node,
+// and its epoch would make every answer naming the real leader look
+// stale. The Java client's Metadata.updatePartitionLeadership skips such
+// a hint too.
+func (s *sender) leaderHint(b *batch, leader, epoch int32) {
+	ps := b.part
+	if leader < 0 || epoch <= ps.leaderEpoch || !s.hintCurrent(b) || !s.reachable(leader) {
+		return
+	}
+	s.updateLeader(ps, leader, epoch)
+}
+
+// learnEndpoints records the address of each node a ProduceResponse's
+// NodeEndpoints (KIP-951, v10+) names that the producer has none for, so
+// a hint naming a new leader can be taken. A node with an address keeps
+// it: metadata, which lists every broker, stays the authority on moves.
+// Entries without a usable host and port are ignored.
+func (s *sender) learnEndpoints(endpoints []kmsg.ProduceResponseBroker) {
+	for _, e := range endpoints {
+		if e.NodeID < 0 || e.Host == "" || e.Port <= 0 || e.Port > 65535 {
+			continue
+		}
+		if n := s.nodes[e.NodeID]; n != nil && n.addr != "" {
+			continue
+		}
+		s.node(e.NodeID).addr = net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port)))
+	}
 }
