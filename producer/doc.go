@@ -56,10 +56,10 @@
 //
 // The [Hooks] option takes values implementing any of the Hook*
 // interfaces ([HookBatchSent], [HookBatchAcked], [HookBatchRejected],
-// [HookRecordDone], [HookWindowChanged], [HookProducerID],
-// [HookBrokerConnect], [HookBrokerDisconnect], [HookThrottle]) to feed
-// metrics or tests. They run on the sender goroutine and must not block;
-// see [Hook].
+// [HookRecordDone], [HookRecordProduced], [HookWindowChanged],
+// [HookProducerID], [HookBrokerConnect], [HookBrokerDisconnect],
+// [HookThrottle]) to feed metrics, tracing or tests. Most run on the sender
+// goroutine, and none may block; see [Hook].
 //
 // # Partitions
 //

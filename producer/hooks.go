@@ -17,8 +17,9 @@ import (
 // by [New] with a [ConfigError] naming "hooks", since it would never be
 // called.
 //
-// Contract: every method except [HookRecordDone.OnRecordDone] runs on the
-// producer's one sender goroutine, the goroutine that writes requests and
+// Contract: every method except [HookRecordDone.OnRecordDone] and
+// [HookRecordProduced.OnRecordProduced] runs on the producer's one sender
+// goroutine, the goroutine that writes requests and
 // applies responses for every partition. It must return quickly and never
 // block: while it runs, no partition sends or learns anything. A hook that
 // needs to do slow work (network, disk) copies what it needs and hands it to
@@ -103,12 +104,26 @@ type HookBatchRejected interface {
 	OnBatchRejected(b BatchInfo, err error, retrying bool)
 }
 
-// HookRecordDone is called once for every record Produce accepted, with
-// the error its callback gets (nil on success), just before that callback,
-// on the callback goroutine (not the sender's). Like a callback it must not
-// block.
+// HookRecordDone is called once for every record Produce accepted, and
+// for every record a [HookRecordProduced] was called for (also when
+// Produce then refused it), with the error its callback gets (nil on
+// success), just before that callback, on the callback goroutine (not the
+// sender's). Like a callback it must not block.
 type HookRecordDone interface {
 	OnRecordDone(r *Record, err error)
+}
+
+// HookRecordProduced is called by Produce, TryProduce and ProduceSync for
+// every non-nil record, on the caller's goroutine, before the record is
+// checked, sized and encoded: it may add to r.Headers (a tracing plugin
+// injects its trace context there) and set r.Context, and what it adds
+// counts toward the record's size and is written. Each record it is
+// called for gets exactly one [HookRecordDone] call, also one Produce
+// then refuses (too large, buffer full, closed), so the two bracket the
+// record. Called from many goroutines at once, it must be safe for
+// concurrent use and must not block.
+type HookRecordProduced interface {
+	OnRecordProduced(r *Record)
 }
 
 // WindowCause says why a partition's in-flight limit changed, for
@@ -203,6 +218,7 @@ type hookSet struct {
 	acked      []HookBatchAcked
 	rejected   []HookBatchRejected
 	done       []HookRecordDone
+	produced   []HookRecordProduced
 	window     []HookWindowChanged
 	ids        []HookProducerID
 	connect    []HookBrokerConnect
@@ -221,6 +237,7 @@ func (hs *hookSet) add(h Hook) bool {
 	found = addHook(h, &hs.acked) || found
 	found = addHook(h, &hs.rejected) || found
 	found = addHook(h, &hs.done) || found
+	found = addHook(h, &hs.produced) || found
 	found = addHook(h, &hs.window) || found
 	found = addHook(h, &hs.ids) || found
 	found = addHook(h, &hs.connect) || found
@@ -307,6 +324,15 @@ func (hs *hookSet) recordDone(r *Record, err error) {
 	for _, h := range hs.done {
 		h.OnRecordDone(r, err)
 	}
+}
+
+// recordProduced reports r before Produce checks it (producer.go,
+// produce), and whether any hook saw it.
+func (hs *hookSet) recordProduced(r *Record) bool {
+	for _, h := range hs.produced {
+		h.OnRecordProduced(r)
+	}
+	return len(hs.produced) > 0
 }
 
 // windowChanged reports ps's limit if it differs from the last one

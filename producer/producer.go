@@ -214,6 +214,13 @@ func (p *Producer) produce(ctx context.Context, r *Record, cb Callback, block bo
 		r.hasPartition = false // a reused Record: the partitioner picks again
 	}
 	r.Offset = -1 // until written
+	// accepted is an accepted record's callback; cb is for refusals.
+	accepted := cb
+	if p.cfg.hooks.recordProduced(r) {
+		// A record a HookRecordProduced saw gets its HookRecordDone,
+		// also when refused below.
+		cb = func(r *Record, err error) { p.cfg.hooks.recordDone(r, err); accepted(r, err) }
+	}
 	if r.Topic == "" {
 		p.reject(r, cb, fmt.Errorf("%w: empty topic", ErrInvalidRecord))
 		return
@@ -254,7 +261,7 @@ func (p *Producer) produce(ctx context.Context, r *Record, cb Callback, block bo
 		p.reject(r, cb, ErrClosed)
 		return
 	}
-	err := p.appendLocked(r, cb, size)
+	err := p.appendLocked(r, accepted, size)
 	ahead := p.pc.ahead
 	p.pc.ahead = nil
 	p.mu.Unlock()

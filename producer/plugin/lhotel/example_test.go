@@ -7,6 +7,8 @@ import (
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/longhaul-kafka/longhaul/producer"
 	"github.com/longhaul-kafka/longhaul/producer/plugin/lhotel"
@@ -47,4 +49,37 @@ func ExampleNew() {
 		}
 	}
 	// Output: window of events/0: 50
+}
+
+// A Tracer opens a span per record, a child of the span in the record's
+// Context, and writes its W3C traceparent into the record's headers for
+// the consumer.
+func ExampleNewTracer() {
+	c, err := producertest.Start(1, producertest.Topic{Name: "events"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	exp := tracetest.NewInMemoryExporter() // an OTLP exporter in a real program
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer tp.Shutdown(context.Background())
+	p, err := producer.New(producer.BootstrapServers(c.Addr()), producer.Hooks(lhotel.NewTracer(tp)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer p.Close(context.Background())
+
+	ctx, parent := tp.Tracer("app").Start(context.Background(), "handle order")
+	r := &producer.Record{Topic: "events", Value: []byte("v"), Context: ctx}
+	if err := p.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+		log.Fatal(err)
+	}
+	parent.End()
+	send := exp.GetSpans()[0]
+	fmt.Println(send.Name, send.SpanKind, send.Parent.SpanID() == parent.SpanContext().SpanID())
+	fmt.Println(c.Records("events", 0)[0].Headers[0].Key)
+	// Output:
+	// send events producer true
+	// traceparent
 }

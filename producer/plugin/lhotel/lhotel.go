@@ -1,5 +1,7 @@
 // Package lhotel records a longhaul producer's metrics with OpenTelemetry
-// (go.opentelemetry.io/otel/metric) through the producer's hooks.
+// (go.opentelemetry.io/otel/metric) through the producer's hooks, and
+// traces its records ([Tracer]: a span per record, W3C trace context in
+// the record headers, like franz-go's kotel).
 //
 // It lives in its own module, so longhaul itself does not depend on
 // OpenTelemetry. Use:
@@ -42,7 +44,8 @@ import (
 	"github.com/longhaul-kafka/longhaul/producer"
 )
 
-// ScopeName is the instrumentation scope of the meter [New] creates.
+// ScopeName is the instrumentation scope of the meter [New] creates and
+// of the tracer [NewTracer] creates.
 const ScopeName = "github.com/longhaul-kafka/longhaul/producer/plugin/lhotel"
 
 // Metrics records a producer's hooks on OpenTelemetry instruments. It
