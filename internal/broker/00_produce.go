@@ -39,8 +39,9 @@ import (
 //   request's transactional id mapping to its producer id
 //   (INVALID_PRODUCER_ID_MAPPING) at the coordinator's epoch
 //   (INVALID_PRODUCER_EPOCH). Its first batch on a partition per
-//   transaction is verified: under transaction version 2 at v12+ it adds
-//   the partition to the transaction (while the previous one's markers
+//   transaction is verified: at v12+ (transaction version 2; as on Kafka
+//   4.4 whatever the finalized feature says) it adds the partition to the
+//   transaction (while the previous one's markers
 //   are pending the request waits for them up to 100 ms, as Kafka retries
 //   inside the broker, then answers CONCURRENT_TRANSACTIONS, or
 //   NOT_ENOUGH_REPLICAS below v12; sequence 0 required where the

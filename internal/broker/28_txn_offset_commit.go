@@ -19,9 +19,10 @@ import (
 //   generation ILLEGAL_GENERATION, a group instance id held by another
 //   member FENCED_INSTANCE_ID. An empty member id with generation -1 is
 //   not checked.
-// * v5 under transaction version 2 adds the group to the transaction
-//   (CONCURRENT_TRANSACTIONS while the previous one is being completed);
-//   otherwise the group must have been added by AddOffsetsToTxn
+// * v5 (transaction version 2) adds the group to the transaction
+//   (CONCURRENT_TRANSACTIONS while the previous one is being completed),
+//   whatever the finalized transaction.version, as Kafka 4.4 does; below
+//   v5 the group must have been added by AddOffsetsToTxn
 //   (INVALID_TXN_STATE).
 // * The offsets stay pending until the transaction's marker: committed
 //   with it, discarded on abort; OffsetFetch with RequireStable answers
@@ -73,7 +74,7 @@ func (c *Cluster) txnOffsetCommit(r *request, req *kmsg.TxnOffsetCommitRequest) 
 			return code
 		}
 	}
-	if req.Version >= 5 && c.txnVersion >= 2 {
+	if req.Version >= 5 {
 		if m.state.preparing() {
 			return c.countConcurrent(kerr.ConcurrentTransactions.Code)
 		}

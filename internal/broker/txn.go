@@ -472,7 +472,7 @@ func (c *Cluster) txnProduce(r *request, p *partition, info protocol.BatchInfo, 
 	case info.ProducerEpoch != m.epoch:
 		return kerr.InvalidProducerEpoch.Code, ""
 	}
-	tv2 := req.Version >= 12 && c.txnVersion >= 2
+	tv2 := req.Version >= 12 // as on Kafka 4.4, the request version decides, not the feature
 	if !tv2 {
 		// Verification (KIP-890 part 1): the partition must have been
 		// added to the ongoing transaction.

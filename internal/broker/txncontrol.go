@@ -63,13 +63,16 @@ func (c *Cluster) Transaction(transactionalID string) (TxnInfo, bool) {
 
 // SetTransactionVersion sets the cluster's finalized transaction.version
 // feature (0, 1 or 2), as kafka-features upgrade and downgrade do; the
-// FinalizedFeaturesEpoch of ApiVersions grows with each call. Version 2
-// (KIP-890, the default, as on Kafka 4.0+ formatted fresh) makes
-// transactional Produce v12+ add its partition to the transaction and
-// TxnOffsetCommit v5 its group; below 2 a transactional produce to a
-// partition not added by AddPartitionsToTxn fails. Clients read the
-// feature from ApiVersions, so the change reaches a connection when it
-// next asks. Any other value returns a *ConfigError.
+// FinalizedFeaturesEpoch of ApiVersions grows with each call. Clients read
+// the feature from ApiVersions to choose their protocol: version 2
+// (KIP-890, the default, as on Kafka 4.0+ formatted fresh) has Produce
+// v12+ add partitions, TxnOffsetCommit v5 groups and EndTxn v5 bump the
+// epoch; below 2 a client adds them by AddPartitionsToTxn and
+// AddOffsetsToTxn and keeps its epoch. As on Kafka 4.4 the coordinator
+// serves both protocols whatever the feature says: the request versions
+// decide (a transactional Produce v11 or below to a partition not added
+// fails). The change reaches a connection when it next asks. Any other
+// value returns a *ConfigError.
 func (c *Cluster) SetTransactionVersion(v int16) error {
 	if v < 0 || v > 2 {
 		return &ConfigError{"transaction.version", fmt.Sprint(v), "must be 0, 1 or 2"}

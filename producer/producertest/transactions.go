@@ -37,12 +37,13 @@ func (c *Cluster) CommittedOffset(group, topic string, partition int32) (int64, 
 }
 
 // SetTransactionVersion sets the cluster's transaction.version feature, as
-// an operator does with kafka-features: 2 (the default, as on Kafka 4.0
-// and later formatted fresh) lets producers add partitions by producing
-// and bumps the producer epoch at every commit or abort (KIP-890); 0 and 1
-// are the protocol of Kafka 3.x, where a producer must add each partition
-// to its transaction first. Producers read it from ApiVersions, so it
-// reaches a connection when it next asks. Other values are an error.
+// an operator does with kafka-features. Producers read it from ApiVersions
+// to choose their protocol: 2 (the default, as on Kafka 4.0 and later
+// formatted fresh) adds partitions by producing and bumps the producer
+// epoch at every commit or abort (KIP-890); 0 and 1 are the protocol of
+// Kafka 3.x, where a producer adds each partition to its transaction
+// first. The change reaches a connection when it next asks ApiVersions.
+// Other values are an error.
 func (c *Cluster) SetTransactionVersion(v int16) error { return c.c.SetTransactionVersion(v) }
 
 // SetMarkerDelay sets how long the transaction coordinator takes to write
