@@ -33,7 +33,6 @@ const (
 	panicHeld           = "inflight: Reserve into a request that still holds a reservation; Finish it first"
 	panicForeign        = "inflight: Node or Partition belongs to another Limiter"
 	panicNegative       = "inflight: request count went negative"
-	panicFixedWindow    = "inflight: fixed window n < 0"
 	panicReleasedPos    = "inflight: Reserve of a position already acknowledged or abandoned"
 	panicFlyingPos      = "inflight: Reserve of a position already in flight"
 	panicNodeCap        = "inflight: SetNodeWindowCap n < 0"

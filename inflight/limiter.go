@@ -3,8 +3,6 @@ package inflight
 import (
 	"math"
 	"sync"
-
-	"github.com/longhaul-kafka/longhaul/internal/testhooks"
 )
 
 // Limiter holds the in-flight state of every node and partition of one
@@ -15,17 +13,11 @@ type Limiter struct {
 	maxWindow int
 	onInvalid func(topic string, partition int32, value int32)
 
-	// Negative controls, set only by in-package tests: each breaks one rule
-	// in the admission check (never in the observers), so the model test
-	// can show that its safety checks catch that rule being broken.
-	ignorePartitionLimit bool // learned/default limit not applied, to counts or positions (gate still is)
-	ignoreAnchor         bool // positions not checked against the oldest unacknowledged one
-	ackFreesEarlier      bool // an ack releases every earlier position too (raft's cumulative FreeLE)
-	ignoreAbandon        bool // Abandon releases nothing
-	ignoreGate           bool // first-batch gate not applied
-	ignoreDraining       bool // new batches admitted while draining
-	ignoreNodeCap        bool // MaxRequestsPerConn not applied
-	trustStale           bool // stale completions learn and open the gate
+	// brk are the admission rules a negative control of the model test
+	// switched off (never in the observers), and the fixed window a
+	// producer's negative control imposes (regress.go); empty in the
+	// default build.
+	brk breaks
 
 	mu sync.Mutex
 	// mu guards the following, and the unexported fields of every Node,
@@ -34,7 +26,6 @@ type Limiter struct {
 	parts    map[partKey]*Partition
 	resetAll uint64 // bumped by ResetAll; partitions catch up lazily in sync
 	stamp    uint64 // bumped by every Reserve, to spot a partition listed twice
-	fixed    int    // setFixedWindow; 0 = off
 }
 
 type partKey struct {
@@ -194,25 +185,6 @@ func (l *Limiter) Reset(p *Partition) {
 	l.reset(p)
 }
 
-func init() {
-	testhooks.FixedWindow = func(l any, n int) { l.(*Limiter).setFixedWindow(n) }
-}
-
-// setFixedWindow is for negative controls and benchmarks only, reached from
-// other packages through [testhooks.FixedWindow]: it ignores learned windows
-// and the first-batch gate and uses n as every partition's limit (draining
-// and the node cap still apply); n == 0 restores normal behaviour, n < 0
-// panics. It is unsafe above the broker's real window: a retried batch may
-// then be appended twice or rejected as out of order.
-func (l *Limiter) setFixedWindow(n int) {
-	if n < 0 {
-		panic(panicFixedWindow)
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.fixed = n
-}
-
 // Limit returns p's current per-partition limit: [DefaultWindow] until
 // learned, capped by [Config.MaxWindow]; it does not count the first-batch
 // gate (see [Limiter.Gated]).
@@ -285,8 +257,8 @@ func (l *Limiter) reset(p *Partition) {
 
 // limit is Limit without the lock or sync.
 func (l *Limiter) limit(p *Partition) int {
-	if l.fixed > 0 {
-		return l.fixed
+	if n := l.brk.fixed(); n > 0 {
+		return n
 	}
 	w := p.window
 	if l.maxWindow > 0 && w > l.maxWindow {
@@ -320,20 +292,20 @@ func (l *Limiter) allowed(p *Partition, pos uint64) bool {
 	if p.node == nil {
 		return false
 	}
-	if p.draining && !l.ignoreDraining {
+	if p.draining && !l.brk.on(ignoreDraining) {
 		return false
 	}
-	if !l.ignoreAnchor && !l.inWindow(p, pos) {
+	if !l.brk.on(ignoreAnchor) && !l.inWindow(p, pos) {
 		return false
 	}
-	if l.fixed > 0 {
-		return len(p.out) < l.fixed
+	if n := l.brk.fixed(); n > 0 {
+		return len(p.out) < n
 	}
 	limit := l.limit(p)
-	if l.ignorePartitionLimit {
+	if l.brk.on(ignorePartitionLimit) {
 		limit = math.MaxInt
 	}
-	if p.gated && !l.ignoreGate {
+	if p.gated && !l.brk.on(ignoreGate) {
 		limit = 1
 	}
 	return len(p.out) < limit

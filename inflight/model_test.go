@@ -639,24 +639,27 @@ func TestModelNegativeControls(t *testing.T) {
 	}{
 		// Without the limit, counts and positions both go past it; either
 		// check may see it first.
-		{"ignore partition limit", modelOpts{breakIt: func(l *Limiter) { l.ignorePartitionLimit = true }}, []string{vPartitionLimit, vAnchor}},
-		{"ignore anchor", modelOpts{breakIt: func(l *Limiter) { l.ignoreAnchor = true }}, []string{vAnchor}},
+		{"ignore partition limit", modelOpts{breakIt: func(l *Limiter) { l.brk.set(ignorePartitionLimit) }}, []string{vPartitionLimit, vAnchor}},
+		{"ignore anchor", modelOpts{breakIt: func(l *Limiter) { l.brk.set(ignoreAnchor) }}, []string{vAnchor}},
 		// Without failures, so that no retry meets a position the broken
 		// Limiter released (Reserve would panic): the early batch is only
 		// late, while later ones are acked.
-		{"acks free earlier positions (raft's cumulative FreeLE)", modelOpts{noFailures: true, breakIt: func(l *Limiter) { l.ackFreesEarlier = true }}, []string{vAnchor}},
+		{"acks free earlier positions (raft's cumulative FreeLE)", modelOpts{noFailures: true, breakIt: func(l *Limiter) { l.brk.set(ackFreesEarlier) }}, []string{vAnchor}},
 		// A lost Abandon is no safety problem, but the anchor stays and
 		// the partition stalls: strict mode sees it.
-		{"Abandon ignored", modelOpts{strict: true, breakIt: func(l *Limiter) { l.ignoreAbandon = true }}, []string{vObserver, vCompleteness}},
-		{"ignore gate", modelOpts{breakIt: func(l *Limiter) { l.ignoreGate = true }}, []string{vGate}},
-		{"ignore draining", modelOpts{breakIt: func(l *Limiter) { l.ignoreDraining = true }}, []string{vDraining}},
-		{"ignore node cap", modelOpts{breakIt: func(l *Limiter) { l.ignoreNodeCap = true }}, []string{vNodeCap}},
-		{"trust stale completions", modelOpts{breakIt: func(l *Limiter) { l.trustStale = true }}, []string{vGate}},
-		{"fixed window 20", modelOpts{breakIt: func(l *Limiter) { l.setFixedWindow(20) }}, nil},
+		{"Abandon ignored", modelOpts{strict: true, breakIt: func(l *Limiter) { l.brk.set(ignoreAbandon) }}, []string{vObserver, vCompleteness}},
+		{"ignore gate", modelOpts{breakIt: func(l *Limiter) { l.brk.set(ignoreGate) }}, []string{vGate}},
+		{"ignore draining", modelOpts{breakIt: func(l *Limiter) { l.brk.set(ignoreDraining) }}, []string{vDraining}},
+		{"ignore node cap", modelOpts{breakIt: func(l *Limiter) { l.brk.set(ignoreNodeCap) }}, []string{vNodeCap}},
+		{"trust stale completions", modelOpts{breakIt: func(l *Limiter) { l.brk.set(trustStale) }}, []string{vGate}},
+		{"fixed window 20", modelOpts{breakIt: func(l *Limiter) { l.brk.setFixed(20) }}, nil},
 		{"driver leaks one Finish", modelOpts{skipOneFinish: true}, []string{vRelease}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			if c.opts.breakIt != nil && !regressBuild {
+				t.Skip("a broken rule: needs -tags longhaul_regress")
+			}
 			for seed := range uint64(50) {
 				o := c.opts
 				o.seed, o.workers, o.steps, o.resetAll = seed, 1, 3000, true

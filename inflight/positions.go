@@ -74,7 +74,7 @@ func (p *Partition) release(pos uint64) {
 
 // inWindow is InWindow without the lock or sync.
 func (l *Limiter) inWindow(p *Partition, pos uint64) bool {
-	if p.head == len(p.ents) || l.ignorePartitionLimit {
+	if p.head == len(p.ents) || l.brk.on(ignorePartitionLimit) {
 		return true
 	}
 	anchor := p.ents[p.head].pos

@@ -84,7 +84,7 @@ func (l *Limiter) Reserve(n *Node, candidates []Candidate, req *Request) bool {
 		panic(panicHeld)
 	}
 	req.Tickets = req.Tickets[:0]
-	if n.reqs >= l.maxReqs && !l.ignoreNodeCap {
+	if n.reqs >= l.maxReqs && !l.brk.on(ignoreNodeCap) {
 		return false
 	}
 	l.stamp++
@@ -180,7 +180,7 @@ func (l *Limiter) Abandon(p *Partition, pos uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.own(p.l)
-	if !l.ignoreAbandon {
+	if !l.brk.on(ignoreAbandon) {
 		p.release(pos)
 	}
 }
@@ -211,7 +211,7 @@ func (l *Limiter) Complete(t Ticket, o Outcome) {
 	}
 	p.out = append(p.out[:i], p.out[i+1:]...)
 	switch {
-	case o.Acked && l.ackFreesEarlier:
+	case o.Acked && l.brk.on(ackFreesEarlier):
 		for p.head < len(p.ents) && p.ents[p.head].pos <= t.pos {
 			p.release(p.ents[p.head].pos)
 		}
@@ -225,7 +225,7 @@ func (l *Limiter) Complete(t Ticket, o Outcome) {
 
 	l.sync(p)
 	var report bool
-	if t.gen == p.gen || l.trustStale {
+	if t.gen == p.gen || l.brk.on(trustStale) {
 		if o.Acked || o.WindowPresent {
 			w := DefaultWindow
 			switch {

@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/longhaul-kafka/longhaul/internal/testhooks"
 )
 
 // TestRules covers the rules beyond the KIP test plan: the first-batch gate,
@@ -235,19 +233,6 @@ func TestRules(t *testing.T) {
 				}
 			},
 		},
-		{
-			name: "the fixed window test hook ignores windows and the gate",
-			cfg:  Config{MaxRequestsPerConn: 100},
-			run: func(h *harness) {
-				p := h.part("t", 0, 1)
-				testhooks.FixedWindow(h.l, 12) // as the producer's negative controls set it
-				h.wantLimit(p, 12)
-				reqs := h.wantFill(p, 1, 12)
-				h.reply(ack(3), reqs...)
-				testhooks.FixedWindow(h.l, 0)
-				h.wantLimit(p, 3)
-			},
-		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(newHarness(t, c.cfg)) })
@@ -291,7 +276,6 @@ func TestMisusePanics(t *testing.T) {
 			other, _ := New(Config{MaxRequestsPerConn: 1})
 			h.l.Reserve(other.Node(1), nil, new(Request))
 		}, panicForeign},
-		{"negative fixed window", func(h *harness) { testhooks.FixedWindow(h.l, -1) }, panicFixedWindow},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

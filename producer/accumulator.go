@@ -54,9 +54,8 @@ const waitingBuffer = 512
 // placed all at once, under Producer.mu, where no batch can wait for
 // buffer.memory: a batch's growth past its records' bytes is forced then,
 // once per batch, not once per Produce, and with many partitions (a batch
-// each) the producer held several times buffer.memory (chaos seeds 2801,
-// 2992, 3591, 4544; 284 KiB of 64 KiB with 1,000 keyed partitions, 2 MiB
-// with 4 KiB buffers pooled). Held from Produce on, it makes Produce wait
+// each) the producer could hold several times buffer.memory. Held from
+// Produce on, it makes Produce wait
 // as Force does. A batch opened for waiting records takes no pooled buffer
 // above waitingBuffer, and grows by doubling at most (growFor), so its
 // capacity is at most max(waitingBuffer, twice its bytes): its records'
@@ -180,8 +179,9 @@ const keepBuffer = 4096
 // Pooled batches by buffer size: buffers up to keepBuffer bytes, and
 // larger ones. A buffer's capacity counts against buffer.memory from the
 // batch's first record, so a partition writing small batches must not
-// take a recycled batch.size buffer (at 10,000 keyed partitions that is
-// issue 20's footprint again), while one filling large batches reuses
+// take a recycled batch.size buffer (with many keyed partitions, a
+// batch.size buffer per partition is most of the heap), while one filling
+// large batches reuses
 // large buffers rather than grow a new one each time.
 var (
 	smallBatches = sync.Pool{New: func() any { return new(batch) }}
@@ -215,9 +215,9 @@ func newBatch(ps *partitionState, now time.Time, most int) *batch {
 
 // growFor makes room in b for a record of size encoded bytes. The buffer
 // grows on demand, doubling, never past limit (one batch's most): a batch
-// of one small record holds a small buffer, not batch.size (issue 20: at
-// 10 000 keyed partitions that was 700-1 040 MiB of heap), and one that
-// fills up copies its bytes about once.
+// of one small record holds a small buffer, not batch.size (with many
+// keyed partitions, a batch.size buffer each is most of the heap), and one
+// that fills up copies its bytes about once.
 func growFor(b *batch, size, limit int) {
 	free := b.builder.Free()
 	if free >= size {
@@ -285,9 +285,9 @@ const clockRebase = 100 * time.Millisecond
 
 // now is the time for a record's zero Timestamp: the last time.Now
 // reading (clockBase) plus the monotonic time since. time.Now reads the
-// wall clock and the monotonic clock; this reads the monotonic one only
-// (92 vs 60 ns on the bench machine, for every record that leaves its
-// timestamp zero). The two differ only by wall-clock adjustments made
+// wall clock and the monotonic clock; this reads the monotonic one only,
+// which is cheaper, for every record that leaves its timestamp zero. The
+// two differ only by wall-clock adjustments made
 // since clockBase was read, and clockBase is read again when a batch
 // opens (placeLocked) and at least every clockRebase: NTP's slew (at most
 // 500 ppm) moves the wall clock by 50 us in that time, below the
@@ -330,7 +330,7 @@ func (p *Producer) appendLocked(r *Record, cb Callback, size int) error {
 		now := time.Now()
 		t.used = now
 		extra := 0
-		if !p.cfg.regress.waitingNoExtra {
+		if !p.cfg.regress.on(waitingNoExtra) {
 			extra = waitingExtra(size)
 			p.mem.Force(int64(extra)) // past the limit if need be: Produce then waits for releases
 		}
@@ -386,7 +386,7 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, 
 		// round once more for the fit check. A move resets due, so
 		// there is no third round.
 		if b != nil || !sticky || !t.sticky.due(p.cfg.batchSize) ||
-			hadOpen && p.cfg.regress.stickyLeftover || !hadOpen && p.cfg.regress.stickyStartAlone {
+			hadOpen && p.cfg.regress.on(stickyLeftover) || !hadOpen && p.cfg.regress.on(stickyStartAlone) {
 			break
 		}
 		t.sticky.move(n, p.queuedFunc(t))
@@ -403,12 +403,12 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, 
 		}
 		t.used = now
 		most := p.batchBufferMost()
-		if d != nil && !p.cfg.regress.waitingNoExtra {
+		if d != nil && !p.cfg.regress.on(waitingNoExtra) {
 			most = min(most, waitingBuffer) // what waitingExtra covers
 		}
 		b = newBatch(ps, now, most)
 		ps.open = b
-		ps.lingerHeld = ps.lingerHeld && p.cfg.regress.keepHeldMark // a new batch: its linger is looked at afresh
+		ps.lingerHeld = ps.lingerHeld && p.cfg.regress.on(keepHeldMark) // a new batch: its linger is looked at afresh
 		if !ps.inActive {
 			ps.inActive = true
 			p.active = append(p.active, ps)
@@ -438,7 +438,7 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, 
 	// partition batch.size bytes went to moved the partition above
 	// already; one that starts a batch and only then makes batch.size
 	// fills that batch before the move, so it is not left alone.
-	boundary := full || started && (p.cfg.regress.stickyLeftover || p.cfg.regress.stickyStartAlone && !hadOpen)
+	boundary := full || started && (p.cfg.regress.on(stickyLeftover) || p.cfg.regress.on(stickyStartAlone) && !hadOpen)
 	if sticky && t.sticky.placed(pr.size, p.cfg.batchSize, boundary) {
 		t.sticky.move(n, p.queuedFunc(t))
 	}
@@ -453,7 +453,7 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, 
 // sender pass over every partition under Producer.mu. Called with p.mu held.
 func (p *Producer) wakeForLinger(now time.Time) {
 	s := p.s
-	if at := s.sleepUntil.Load(); at != 0 && at <= int64(now.Add(p.cfg.linger).Sub(s.base)) && !p.cfg.regress.wakeEveryBatch {
+	if at := s.sleepUntil.Load(); at != 0 && at <= int64(now.Add(p.cfg.linger).Sub(s.base)) {
 		return
 	}
 	p.wakeSender()
@@ -471,7 +471,7 @@ func (p *Producer) queuedFunc(t *topicState) func(int32) int {
 // batchBufferMost is the largest buffer a batch grows to (growFor's limit
 // for a batch of 2+ records): newBatch drops a pooled one above it.
 func (p *Producer) batchBufferMost() int {
-	if p.cfg.regress.pooledOversize {
+	if p.cfg.regress.on(pooledOversize) {
 		return math.MaxInt
 	}
 	return protocol.RecordBatchOverhead + p.maxBatchBody()
@@ -554,7 +554,7 @@ func (s *sender) takeSealedLocked(ps *partitionState) {
 func (s *sender) popQueue(ps *partitionState) *batch {
 	b := ps.queue[0]
 	ps.queue[0] = nil
-	if len(ps.queue) == 1 && !s.cfg.regress.queueSlides {
+	if len(ps.queue) == 1 {
 		ps.queue = ps.queue[:0]
 	} else {
 		ps.queue = ps.queue[1:]

@@ -69,9 +69,9 @@ func quietCounts(t *testing.T, rewrite func(*kmsg.MetadataResponse), part int32)
 	r.SetPartition(part)
 	p.Produce(context.Background(), r, func(_ *Record, err error) { done <- err })
 	time.Sleep(300 * time.Millisecond) // backoff reaches its cap
-	l0, m0 := p.s.loops.Load(), c.MetadataRequests()
+	l0, m0 := p.s.probe.loops.Load(), c.MetadataRequests()
 	time.Sleep(quietInterval)
-	loops, metadata = p.s.loops.Load()-l0, c.MetadataRequests()-m0
+	loops, metadata = p.s.probe.loops.Load()-l0, c.MetadataRequests()-m0
 	t.Logf("over %v: %d sender loop iterations, %d Metadata requests", quietInterval, loops, metadata)
 	select {
 	case err := <-done:
@@ -122,6 +122,7 @@ func TestIdleTopicNotPolledForever(t *testing.T) {
 // here; a topic nothing waits for is not asked for at the backoff's pace,
 // TestDeadTopicPolledAtMaxAge): the bound above fails.
 func TestIdleTopicNotPolledForeverNegativeControl(t *testing.T) {
+	needRegress(t)
 	asked := idleTopicPolls(t, true)
 	require.GreaterOrEqual(t, asked, int64(8), "metadata requests in 10 s with the typo still asked for")
 }
@@ -136,7 +137,7 @@ func idleTopicPolls(t *testing.T, pollIdle bool) (asked int64) {
 			Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
 		p := memProducer(t, c, n, MaxBlock(time.Second), MetadataMaxIdle(5*time.Second),
 			RetryBackoffMax(100*time.Millisecond), MetadataMaxAge(time.Second),
-			optFunc(func(c *config) error { c.regress.pollIdleTopics = pollIdle; return nil }))
+			bug(t, pollIdleTopics, pollIdle))
 		l := newLedger("a", "t")
 		warmUp(t, p, l, 0)
 		typo := newLedger("b", "typo")
@@ -208,6 +209,7 @@ func TestConnectionClosedWhileIdleIsRedialedBeforeSending(t *testing.T) {
 // sending, the first batches after the pause go to the dead connection
 // and are retried after a backoff: both bounds above fail.
 func TestConnectionClosedWhileIdleNegativeControl(t *testing.T) {
+	needRegress(t)
 	retried, took := afterIdleClose(t, true)
 	require.Positive(t, retried, "batches written to the dead connection")
 	require.GreaterOrEqual(t, took, 800*time.Millisecond, "a retry backoff paid")
@@ -220,7 +222,7 @@ func afterIdleClose(t *testing.T, noCheck bool) (retried int64, took time.Durati
 	synctest.Test(t, func(t *testing.T) {
 		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 2}}})
 		p := memProducer(t, c, n, RetryBackoff(time.Second), RetryBackoffMax(time.Second),
-			optFunc(func(c *config) error { c.regress.noCloseCheck = noCheck; return nil }))
+			bug(t, noCloseCheck, noCheck))
 		l := newLedger("a", "t")
 		warmUp(t, p, l, 0, 1)
 		c.DropConnections(0)

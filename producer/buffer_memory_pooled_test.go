@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"runtime/debug"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -14,8 +15,14 @@ import (
 
 // poolBuffers leaves only n batches with buffers of capacity size in the
 // small pool: it empties the pool first (once it is, Get returns a new
-// batch, with no buffer, every time).
-func poolBuffers(n, size int) {
+// batch, with no buffer, every time). The garbage collector is off until
+// t ends: two collections empty a sync.Pool, and a loaded machine (two
+// -race runs of the package at once) collected them before the producer
+// drew them, so the negative controls saw no pooled buffer and passed
+// their bug.
+func poolBuffers(t testing.TB, n, size int) {
+	gc := debug.SetGCPercent(-1)
+	t.Cleanup(func() { debug.SetGCPercent(gc) })
 	for fresh := 0; fresh < 64; {
 		if smallBatches.Get().(*batch).builder.Cap() == 0 {
 			fresh++
@@ -43,17 +50,20 @@ func poolBuffers(n, size int) {
 // the producer accept records to several times buffer.memory.
 func TestBufferMemoryBoundWithPooledBuffers(t *testing.T) {
 	const limit = 8192
-	for _, keepsFree := range []bool{false, true} {
+	for _, keepsFree := range bugCases {
 		t.Run(map[bool]string{false: "fixed", true: "negative-control"}[keepsFree], func(t *testing.T) {
 			// A small pooled buffer, within this test's batch.size (a
 			// larger one is dropped: TestPooledBufferAboveBatchSizeDropped),
 			// well above its one-record batches.
-			poolBuffers(64, 2848)
+			poolBuffers(t, 64, 2848)
 			synctest.Test(t, func(t *testing.T) {
 				c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
 				p := memProducer(t, c, n, BufferMemory(limit), DeliveryTimeout(2*time.Hour), RequestTimeout(time.Hour),
 					BatchSize(4096), Linger(0))
-				p.mem.regressForceKeepsFree = keepsFree
+				if keepsFree {
+					needRegress(t)
+					p.mem.regress.set(memForceKeepsFree)
+				}
 				ctx := context.Background()
 				require.NoError(t, p.ProduceSync(ctx, toPartition("t", 0, []byte("warm"))).FirstErr(), "topic known")
 
@@ -98,15 +108,15 @@ func TestBufferMemoryBoundWithPooledBuffers(t *testing.T) {
 // than a quarter.
 func TestPooledBufferAboveBatchSizeDropped(t *testing.T) {
 	const limit = 8192
-	for _, oversize := range []bool{false, true} {
+	for _, oversize := range bugCases {
 		t.Run(map[bool]string{false: "fixed", true: "negative-control"}[oversize], func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 3}}})
 				p := memProducer(t, c, n, BufferMemory(limit), BatchSize(512), DeliveryTimeout(2*time.Hour), RequestTimeout(time.Hour),
-					optFunc(func(c *config) error { c.regress.pooledOversize = oversize; return nil }))
+					bug(t, pooledOversize, oversize))
 				ctx := context.Background()
 				require.NoError(t, p.ProduceSync(ctx, toPartition("t", 0, []byte("warm"))).FirstErr(), "topic known")
-				poolBuffers(64, keepBuffer)
+				poolBuffers(t, 64, keepBuffer)
 				c.Stall(0, time.Minute)
 				records := 0
 				for i := 0; i < 1000; i++ {
@@ -143,15 +153,15 @@ func TestPooledBufferAboveBatchSizeDropped(t *testing.T) {
 // 2801, 2992, 3591, 4544 with 4 KiB buffers pooled).
 func TestWaitingRecordsStayWithinBufferMemory(t *testing.T) {
 	const limit, parts = 65536, 300
-	for _, noExtra := range []bool{false, true} {
+	for _, noExtra := range bugCases {
 		t.Run(map[bool]string{false: "fixed", true: "negative-control"}[noExtra], func(t *testing.T) {
-			poolBuffers(400, keepBuffer) // within batch.size: kept (TestPooledBufferAboveBatchSizeDropped)
+			poolBuffers(t, 400, keepBuffer) // within batch.size: kept (TestPooledBufferAboveBatchSizeDropped)
 			synctest.Test(t, func(t *testing.T) {
 				// A round trip of 5 ms: the records below, produced
 				// without a pause, all wait for the topic's metadata.
 				c, n := memCluster(t, broker.Config{RTT: 5 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: parts}}})
 				p := memProducer(t, c, n, BufferMemory(limit), BatchSize(16384),
-					optFunc(func(c *config) error { c.regress.waitingNoExtra = noExtra; return nil }))
+					bug(t, waitingNoExtra, noExtra))
 				var full atomic.Int32
 				for i := range 1000 {
 					p.TryProduce(toPartition("t", int32(i%parts), make([]byte, 100)), func(_ *Record, err error) {

@@ -37,6 +37,7 @@ func TestMemoryReleasedPerCompletion(t *testing.T) {
 // and Produce from a callback does not wait for them (it would wait for
 // itself).
 func TestMemoryReleasedPerCompletionNegativeControl(t *testing.T) {
+	needRegress(t)
 	err := memoryPerCompletion(t, true)
 	require.ErrorIs(t, err, ErrBufferFull, "the record produced from the callback found the bytes of the pass's first completion held")
 }
@@ -63,7 +64,7 @@ func memoryPerCompletion(t *testing.T, perPass bool) error {
 		c, n := memCluster(t, broker.Config{RTT: 10 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: 3, Window: 10}}})
 		const budget = 16384
 		p := memProducer(t, c, n, BufferMemory(budget), MaxRequestSize(budget), BatchSize(budget),
-			optFunc(func(c *config) error { c.regress.releasePerPass = perPass; return nil }))
+			bug(t, releasePerPass, perPass))
 		rec := func(part int32, size int) *Record { return toPartition("t", part, make([]byte, size)) }
 		require.NoError(t, p.ProduceSync(context.Background(), rec(2, 10)).FirstErr(), "metadata and producer id")
 		// produce places r, which must fit now: nothing releases memory

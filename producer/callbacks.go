@@ -131,7 +131,7 @@ func (c completion) run(t *doneTally) {
 // release gives back c's buffer.memory now, once its callbacks ran (the
 // negative control leaves it to the end of the pass, settle).
 func (c completion) release(t *doneTally) {
-	if c.p.cfg.regress.releasePerPass {
+	if c.p.cfg.regress.on(releasePerPass) {
 		t.memory += c.memory
 		return
 	}

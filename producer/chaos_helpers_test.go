@@ -49,7 +49,10 @@ func memProducer(t testing.TB, c *broker.Cluster, n *memnet.Network, opts ...Opt
 		MaxInFlightRequestsPerConnection(50),
 		BatchSize(512),
 	}
-	base = append(base, optFunc(func(c *config) error { c.regress = regressFromEnv(); return nil }))
+	base = append(base, optFunc(func(c *config) error {
+		c.regress, c.probe = regressFromEnv(), new(senderProbe)
+		return nil
+	}))
 	p, err := New(append(base, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() {

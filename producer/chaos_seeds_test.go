@@ -48,17 +48,17 @@ var scanSeeds = []struct {
 	seed uint64
 	knob func(*regressions) // brings its bug back, for the negative control
 }{
-	{15697, func(r *regressions) { r.oooProvesUnwritten = true }},
-	{28603, func(r *regressions) { r.oooProvesUnwritten = true }},
-	{48664, func(r *regressions) { r.splitMaybeWritten = true }},
-	{17356, func(r *regressions) { r.renewalResets = true }},
-	{23281, func(r *regressions) { r.renewalResets = true }},
-	{40789, func(r *regressions) { r.renewalResets = true }},
-	{58973, func(r *regressions) { r.oldTopicHints = true }},
-	{150440, func(r *regressions) { r.recreateKeepsEpoch = true }},
-	{10221, func(r *regressions) { r.movedRenewalContinues = true }},
-	{10223, func(r *regressions) { r.movedRenewalContinues = true }},
-	{59654, func(r *regressions) { r.controlAddrsRepeat = true }},
+	{15697, func(r *regressions) { r.set(oooProvesUnwritten) }},
+	{28603, func(r *regressions) { r.set(oooProvesUnwritten) }},
+	{48664, func(r *regressions) { r.set(splitMaybeWritten) }},
+	{17356, func(r *regressions) { r.set(renewalResets) }},
+	{23281, func(r *regressions) { r.set(renewalResets) }},
+	{40789, func(r *regressions) { r.set(renewalResets) }},
+	{58973, func(r *regressions) { r.set(oldTopicHints) }},
+	{150440, func(r *regressions) { r.set(recreateKeepsEpoch) }},
+	{10221, func(r *regressions) { r.set(movedRenewalContinues) }},
+	{10223, func(r *regressions) { r.set(movedRenewalContinues) }},
+	{59654, func(r *regressions) { r.set(controlAddrsRepeat) }},
 }
 
 const scanSeedRuns = 5
@@ -67,14 +67,14 @@ const scanSeedRuns = 5
 // one), to find seeds for scanSeeds: each knob of the table above, and
 // v3Uncapped (TestChaosFindsV3Uncapped).
 var chaosBugs = map[string]func(*regressions){
-	"oooProvesUnwritten":    func(r *regressions) { r.oooProvesUnwritten = true },
-	"splitMaybeWritten":     func(r *regressions) { r.splitMaybeWritten = true },
-	"renewalResets":         func(r *regressions) { r.renewalResets = true },
-	"oldTopicHints":         func(r *regressions) { r.oldTopicHints = true },
-	"recreateKeepsEpoch":    func(r *regressions) { r.recreateKeepsEpoch = true },
-	"movedRenewalContinues": func(r *regressions) { r.movedRenewalContinues = true },
-	"controlAddrsRepeat":    func(r *regressions) { r.controlAddrsRepeat = true },
-	"v3Uncapped":            func(r *regressions) { r.v3Uncapped = true },
+	"oooProvesUnwritten":    func(r *regressions) { r.set(oooProvesUnwritten) },
+	"splitMaybeWritten":     func(r *regressions) { r.set(splitMaybeWritten) },
+	"renewalResets":         func(r *regressions) { r.set(renewalResets) },
+	"oldTopicHints":         func(r *regressions) { r.set(oldTopicHints) },
+	"recreateKeepsEpoch":    func(r *regressions) { r.set(recreateKeepsEpoch) },
+	"movedRenewalContinues": func(r *regressions) { r.set(movedRenewalContinues) },
+	"controlAddrsRepeat":    func(r *regressions) { r.set(controlAddrsRepeat) },
+	"v3Uncapped":            func(r *regressions) { r.set(v3Uncapped) },
 }
 
 // chaosBug returns the knob LONGHAUL_CHAOS_BUG names, nil for none; an
@@ -84,6 +84,7 @@ func chaosBug(t *testing.T) func(*regressions) {
 	if name == "" {
 		return nil
 	}
+	needRegress(t)
 	k, ok := chaosBugs[name]
 	require.True(t, ok, "LONGHAUL_CHAOS_BUG=%s: not one of chaosBugs", name)
 	return k
@@ -196,6 +197,7 @@ func TestChaosScanSeedsNegativeControl(t *testing.T) {
 	if os.Getenv(scanSeedChildEnv) != "" {
 		t.Skip("in a child process")
 	}
+	needRegress(t)
 	for i, sc := range scanSeeds {
 		failed := runSeedClean(t, i, true, scanSeedRuns)
 		require.NotEmpty(t, failed, "seed %d passed in all %d runs with its bug brought back", sc.seed, scanSeedRuns)
@@ -209,10 +211,11 @@ func TestChaosScanSeedsNegativeControl(t *testing.T) {
 // seeds, the first 51): the moves mid-renewal (chaosSchedule.moves) and
 // the broker's OverWindow check reach the path.
 func TestChaosFindsMovedRenewal(t *testing.T) {
+	needRegress(t)
 	const limit = 1000
 	for seed := uint64(1); seed <= limit; seed++ {
 		s := drawSchedule(seed)
-		s.regress.movedRenewalContinues = true
+		s.regress.set(movedRenewalContinues)
 		var v []string
 		synctest.Test(t, func(t *testing.T) { v = runSchedule(t, s) })
 		if len(v) > 0 {
@@ -234,13 +237,14 @@ func TestChaosFindsMovedRenewal(t *testing.T) {
 // (seeds 1-2,000: 220 of the 270 schedules that sent batches to a Kafka
 // 0.11 node fail, every one on the window).
 func TestChaosFindsV3Uncapped(t *testing.T) {
+	needRegress(t)
 	const limit = 1000
 	for seed := uint64(1); seed <= limit; seed++ {
 		s := drawSchedule(seed)
 		if s.capped < 0 || s.capVersion > 3 {
 			continue // v3Uncapped changes nothing without a Kafka 0.11 node
 		}
-		s.regress.v3Uncapped = true
+		s.regress.set(v3Uncapped)
 		var v []string
 		synctest.Test(t, func(t *testing.T) { v = runSchedule(t, s) })
 		if len(v) > 0 {

@@ -592,7 +592,7 @@ func runScheduleCovered(t *testing.T, s *chaosSchedule) ([]string, scheduleCover
 			RequestTimeout(chaosReqTimeout), DeliveryTimeout(chaosDelivery),
 			MaxInFlightRequestsPerConnection(20), BatchSize(s.batchSize), BufferMemory(1<<20), MaxRequestSize(s.maxRequestSize),
 			Property("longhaul.coalesce.requests", strconv.Itoa(s.coalesce)),
-			optFunc(func(c *config) error { c.regress = s.regress; return nil }),
+			optFunc(func(c *config) error { c.regress, c.probe = s.regress, new(senderProbe); return nil }),
 			seededRandom(s.seed<<4|uint64(i)), // a rerun of the seed draws the same jitter and partitions
 			Logger(chaosLogger(i)))...)
 		require.NoError(t, err)
@@ -678,7 +678,7 @@ func runScheduleCovered(t *testing.T, s *chaosSchedule) ([]string, scheduleCover
 		if !memoryReleased(p) {
 			v = append(v, fmt.Sprintf("memory: producer %d: buffer.memory not back to 0 after Close", i))
 		}
-		cov.holds += p.s.holds.Load()
+		cov.holds += p.s.probe.holds.Load()
 	}
 	// Keyless records may have gone to partitions CreatePartitions added.
 	o := collectOutcome(c, chaosTopic, max(chaosParts, c.Partitions(chaosTopic)), append(all, tails...)...)

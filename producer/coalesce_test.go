@@ -65,7 +65,7 @@ func shapeWhileSlow(t *testing.T, coalesce int) queueShape {
 			}
 		}
 		produce(500 * time.Millisecond)
-		r0, b0, a0, h0 := p.Stats().ProduceRequests, p.s.stats.batchesSent.Load(), acked.Load(), p.s.holds.Load()
+		r0, b0, a0, h0 := p.Stats().ProduceRequests, p.s.stats.batchesSent.Load(), acked.Load(), p.s.probe.holds.Load()
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -76,7 +76,7 @@ func shapeWhileSlow(t *testing.T, coalesce int) queueShape {
 		}
 		<-done
 		shape.requests, shape.batches = p.Stats().ProduceRequests-r0, p.s.stats.batchesSent.Load()-b0
-		shape.records, shape.holds = acked.Load()-a0, p.s.holds.Load()-h0
+		shape.records, shape.holds = acked.Load()-a0, p.s.probe.holds.Load()-h0
 		require.NoError(t, p.Flush(context.Background()))
 	})
 	t.Logf("coalesce %d: %d requests, %d batches, %d records acked, %d holds, at most %d requests in flight; %.1f records/batch",
@@ -113,12 +113,11 @@ func TestCoalesceWhileBrokerQueuesNegativeControl(t *testing.T) {
 // partition with window 50 over a steady 200 ms round trip, and returns the
 // longest time from Produce to acknowledgement and the lingered batches
 // held.
-func latencyOverLongLink(t *testing.T, anyRT bool) (worst time.Duration, holds int64) {
+func latencyOverLongLink(t *testing.T) (worst time.Duration, holds int64) {
 	synctest.Test(t, func(t *testing.T) {
 		c, n := memCluster(t, broker.Config{RTT: 200 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 50}}})
 		p := memProducer(t, c, n, Linger(5*time.Millisecond), BatchSize(16384),
-			MaxInFlightRequestsPerConnection(64), RequestTimeout(30*time.Second), DeliveryTimeout(time.Minute),
-			optFunc(func(c *config) error { c.regress.holdAnyRT = anyRT; return nil }))
+			MaxInFlightRequestsPerConnection(64), RequestTimeout(30*time.Second), DeliveryTimeout(time.Minute))
 		require.NoError(t, p.ProduceSync(context.Background(), &Record{Topic: "t", Value: []byte("warm-up")}).FirstErr())
 		var mu sync.Mutex
 		for range 2000 {
@@ -132,9 +131,9 @@ func latencyOverLongLink(t *testing.T, anyRT bool) (worst time.Duration, holds i
 			time.Sleep(time.Millisecond)
 		}
 		require.NoError(t, p.Flush(context.Background()))
-		holds = p.s.holds.Load()
+		holds = p.s.probe.holds.Load()
 	})
-	t.Logf("hold whatever the response times: %v; worst latency %v, %d lingered batches held", anyRT, worst, holds)
+	t.Logf("worst latency %v, %d lingered batches held", worst, holds)
 	return worst, holds
 }
 
@@ -142,18 +141,12 @@ func latencyOverLongLink(t *testing.T, anyRT bool) (worst time.Duration, holds i
 // the round trip, not twice the fastest, nothing is held: with 40 requests
 // in flight (window 50) every record is acknowledged within linger.ms plus
 // one round trip, as without coalescing (KIP-1269's pipelining is not
-// throttled). The negative control holds whatever the response times:
-// batches then wait for responses.
+// throttled). Negative control (held whatever the response times, knob
+// holdAnyRT): at commit 1a00859, TestCoalesceLeavesLongLinkAloneNegativeControl.
 func TestCoalesceLeavesLongLinkAlone(t *testing.T) {
-	worst, holds := latencyOverLongLink(t, false)
+	worst, holds := latencyOverLongLink(t)
 	require.Zero(t, holds)
 	require.LessOrEqual(t, worst, 207*time.Millisecond, "linger.ms + round trip (+ timer rounding)")
-}
-
-func TestCoalesceLeavesLongLinkAloneNegativeControl(t *testing.T) {
-	worst, holds := latencyOverLongLink(t, true)
-	require.Positive(t, holds)
-	require.Greater(t, worst, 300*time.Millisecond, "batches held for responses")
 }
 
 // TestStatsProduceRequests: ProduceRequests counts produce requests sent;
@@ -186,13 +179,15 @@ func TestStatsProduceRequests(t *testing.T) {
 // each.
 func TestCoalesceHoldIsBounded(t *testing.T) {
 	seeds := []uint64{2505, 3518}
-	for _, unbounded := range []bool{false, true} {
+	for _, unbounded := range bugCases {
 		found := false
 		for _, seed := range seeds {
 			for run := 0; run < 20 && !found; run++ {
 				s := drawSchedule(seed)
 				s.coalesce = 1
-				s.regress.holdUnbounded = unbounded
+				if unbounded {
+					s.regress.set(holdUnbounded)
+				}
 				var v []string
 				synctest.Test(t, func(t *testing.T) { v = runSchedule(t, s) })
 				if !unbounded {
@@ -212,24 +207,21 @@ func TestCoalesceHoldIsBounded(t *testing.T) {
 // 100 ms, ten times its 10 ms handshake (slowAfterConnect), and produces one
 // record to each of 20 partitions every 2 ms for a second with
 // longhaul.coalesce.requests 1; it returns the lingered batches held.
-// handshakeNotRT leaves the handshake's round trip out of the
-// connection's fastest answer.
-func holdsWhenSlowFromStart(t *testing.T, handshakeNotRT bool) int64 {
+func holdsWhenSlowFromStart(t *testing.T) int64 {
 	var holds int64
 	synctest.Test(t, func(t *testing.T) {
 		const parts = 20
 		c, n := memCluster(t, broker.Config{RTT: 10 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: parts, Window: 50}}})
 		p := memProducer(t, c, n, Linger(5*time.Millisecond), BatchSize(16384),
 			MaxInFlightRequestsPerConnection(64), RequestTimeout(30*time.Second), DeliveryTimeout(time.Minute),
-			Property("longhaul.coalesce.requests", "1"), Hooks(slowAfterConnect{c, 100 * time.Millisecond}),
-			optFunc(func(c *config) error { c.regress.handshakeNotRT = handshakeNotRT; return nil }))
+			Property("longhaul.coalesce.requests", "1"), Hooks(slowAfterConnect{c, 100 * time.Millisecond}))
 		for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
 			for part := range int32(parts) {
 				p.Produce(context.Background(), toPartition("t", part, []byte("v")), func(_ *Record, err error) { assert.NoError(t, err) })
 			}
 		}
 		require.NoError(t, p.Flush(context.Background()))
-		holds = p.s.holds.Load()
+		holds = p.s.probe.holds.Load()
 	})
 	return holds
 }
@@ -238,14 +230,10 @@ func holdsWhenSlowFromStart(t *testing.T, handshakeNotRT bool) int64 {
 // counts as the connection's fastest answer (DESIGN.md), so a broker that
 // is slow from the first produce request on shows as queueing: its first
 // responses take ten times the handshake and lingered batches are held.
-// The negative control leaves the handshake out (only produce responses
-// compared): no response is ever over twice the fastest, nothing is held.
+// Negative control (the handshake left out, knob handshakeNotRT): at
+// commit 1a00859, TestCoalesceHandshakeIsTheFastestAnswerNegativeControl.
 func TestCoalesceHandshakeIsTheFastestAnswer(t *testing.T) {
-	require.Positive(t, holdsWhenSlowFromStart(t, false), "lingered batches held for a broker slow from the start")
-}
-
-func TestCoalesceHandshakeIsTheFastestAnswerNegativeControl(t *testing.T) {
-	require.Zero(t, holdsWhenSlowFromStart(t, true))
+	require.Positive(t, holdsWhenSlowFromStart(t), "lingered batches held for a broker slow from the start")
 }
 
 // TestCoalesceRequestsPropertyDefaultAndRange: the documented default of
@@ -284,7 +272,7 @@ func holdsAfterSlowdown(t *testing.T, slow time.Duration, coalesce int) (holds i
 	synctest.Test(t, func(t *testing.T) {
 		c, p := warmOnPartitions(t, parts, coalesce)
 		c.SetRTT(0, slow)
-		h0 := p.s.holds.Load()
+		h0 := p.s.probe.holds.Load()
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -304,7 +292,7 @@ func holdsAfterSlowdown(t *testing.T, slow time.Duration, coalesce int) (holds i
 			maxInFlight = max(maxInFlight, p.Stats().Nodes[0].RequestsInFlight)
 		}
 		<-done
-		holds = p.s.holds.Load() - h0
+		holds = p.s.probe.holds.Load() - h0
 		require.NoError(t, p.Flush(context.Background()))
 	})
 	t.Logf("responses in %v, coalesce %d: %d holds, at most %d requests in flight", slow, coalesce, holds, maxInFlight)
@@ -366,7 +354,7 @@ func TestCoalesceNeverHoldsFullBatchesOrFlush(t *testing.T) {
 		p.Produce(context.Background(), rec(2, 10), nil)
 		time.Sleep(20 * time.Millisecond)
 		require.Equal(t, reqs, p.Stats().ProduceRequests, "control: the lingered batch is held")
-		require.Positive(t, p.s.holds.Load())
+		require.Positive(t, p.s.probe.holds.Load())
 
 		p.Produce(context.Background(), rec(3, 600), nil) // past batch.size: full at once
 		time.Sleep(time.Millisecond)

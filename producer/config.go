@@ -78,9 +78,11 @@ type config struct {
 	// random; tests seed them with seededRandom.
 	rand randSources
 
-	// Test hooks, unexported on purpose.
-	unsafeFixedWindow int         // >0: ignore learned windows and the gate (negative controls)
-	regress           regressions // bugs brought back for negative controls (regress.go)
+	// regress are the bugs a negative control brought back (regress.go);
+	// empty in the default build.
+	regress regressions
+	// probe, set only by tests, counts the sender's work (senderProbe).
+	probe *senderProbe
 }
 
 // property is one row of the configuration table: a Kafka property name,

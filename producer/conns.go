@@ -63,7 +63,7 @@ func (s *sender) dial(n *nodeState, now time.Time) time.Time {
 	}
 	n.dialing = true
 	addr := n.addr
-	renewal := n.renewed && !s.cfg.regress.renewalResets
+	renewal := n.renewed && !s.cfg.regress.on(renewalResets)
 	cfg := s.dialConfig()
 	s.bg.Add(1)
 	go func() {
@@ -91,12 +91,12 @@ func (s *sender) dial(n *nodeState, now time.Time) time.Time {
 // connection answered everything sent on it, we closed it only because
 // KIP-368 makes a session end (the Java client re-authenticates on the
 // same connection), and the new one is dialed at once, to the same
-// address. Resetting there starved partitions (chaos seeds 17356, 23281,
-// 40789): when a broker's round trip is about the session's last 15 %,
-// the gated batch's ack arrives only once its connection drains, so every
-// connection carried one batch, and a burst ran into delivery.timeout.ms.
-// A dial started later (an idle connection renewed, data arriving after)
-// is a new connection as before, as is one after a failed dial.
+// address. Resetting there starves partitions: when a broker's round trip
+// is about the session's last 15 %, the gated batch's ack arrives only once
+// its connection drains, so every connection would carry one batch, and a
+// burst would run into delivery.timeout.ms. A dial started later (an idle
+// connection renewed, data arriving after) is a new connection, as is one
+// after a failed dial.
 func (s *sender) dialed(n *nodeState, addr string, c *protocol.Conn, err error, renewal bool) {
 	n.dialing = false
 	if s.stopping {
@@ -132,9 +132,6 @@ func (s *sender) dialed(n *nodeState, addr string, c *protocol.Conn, err error, 
 	// has seen so far: a broker already queueing requests from the
 	// start shows as such (holdLingered).
 	n.rtMin, n.rtLast = c.HandshakeRTT(), 0
-	if s.cfg.regress.handshakeNotRT {
-		n.rtMin = 0
-	}
 	n.connected.Store(true)
 	if !renewal {
 		// A new connection may reach a broker that lost our state: every
@@ -145,7 +142,7 @@ func (s *sender) dialed(n *nodeState, addr string, c *protocol.Conn, err error, 
 	// one batch in flight per partition there. Produce v4 (Kafka 1.0) and
 	// later retain 5.
 	windowCap := 0
-	if v, ok := c.Version(0); ok && v < 4 && !s.cfg.regress.v3Uncapped {
+	if v, ok := c.Version(0); ok && v < 4 && !s.cfg.regress.on(v3Uncapped) {
 		windowCap = 1
 	}
 	s.p.limiter.SetNodeWindowCap(n.id, windowCap)
@@ -199,7 +196,7 @@ func (s *sender) connFailed(n *nodeState, c *protocol.Conn, err error) {
 func (s *sender) checkConn(n *nodeState, now time.Time) (next time.Time) {
 	if c := n.conn; c != nil {
 		done := c.Done()
-		if s.cfg.regress.noCloseCheck {
+		if s.cfg.regress.on(noCloseCheck) {
 			done = nil
 		}
 		select {
@@ -208,7 +205,7 @@ func (s *sender) checkConn(n *nodeState, now time.Time) (next time.Time) {
 		default:
 			renew := c.RenewAt()
 			switch {
-			case renew.IsZero() || s.cfg.regress.noSessionRenewal:
+			case renew.IsZero() || s.cfg.regress.on(noSessionRenewal):
 			case now.Before(renew):
 				next = renew
 			default:
@@ -248,7 +245,7 @@ func (s *sender) checkConn(n *nodeState, now time.Time) (next time.Time) {
 // InitProducerId dials a fresh one rather than have the broker close it.
 func (s *sender) controlRenewal(now time.Time) {
 	c := s.control
-	if c == nil || s.controlOps > 0 || s.cfg.regress.noSessionRenewal || s.cfg.regress.noControlRenewal {
+	if c == nil || s.controlOps > 0 || s.cfg.regress.on(noSessionRenewal) || s.cfg.regress.on(noControlRenewal) {
 		return
 	}
 	if renew := c.RenewAt(); !renew.IsZero() && !now.Before(renew) {

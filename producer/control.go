@@ -71,12 +71,12 @@ func (s *sender) runControl(op func(ctx context.Context, c *protocol.Conn) (then
 // shares its budget out per entry, and bootstrap.servers usually names the
 // known brokers again, so a repeat would halve every address's share (a
 // slow broker behind dead addresses, say after nodes moved, could then
-// never finish its handshake; chaos seed 59654).
+// never finish its handshake).
 func (s *sender) controlAddrs() []string {
 	var addrs []string
 	seen := make(map[string]bool, len(s.byID)+len(s.cfg.bootstrap))
 	add := func(a string) {
-		if a != "" && (!seen[a] || s.cfg.regress.controlAddrsRepeat) {
+		if a != "" && (!seen[a] || s.cfg.regress.on(controlAddrsRepeat)) {
 			seen[a] = true
 			addrs = append(addrs, a)
 		}
@@ -190,7 +190,7 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult, asked bool) {
 			if n.conn != nil {
 				s.connFailed(n, n.conn, errors.New("producer: broker address changed"))
 			}
-			if n.draining != nil && !s.cfg.regress.movedRenewalContinues {
+			if n.draining != nil && !s.cfg.regress.on(movedRenewalContinues) {
 				// Another broker process: the connection that replaces
 				// this one must not continue it as a SASL renewal would,
 				// with windows the new one never announced (checkConn).
@@ -223,8 +223,8 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult, asked bool) {
 			}
 			continue
 		}
-		if err := checkPartitions(tm.Partitions); err != nil && !s.cfg.regress.metadataUnchecked &&
-			!(s.cfg.regress.emptyPartitionsTaken && len(tm.Partitions) == 0) {
+		if err := checkPartitions(tm.Partitions); err != nil && !s.cfg.regress.on(metadataUnchecked) &&
+			!(s.cfg.regress.on(emptyPartitionsTaken) && len(tm.Partitions) == 0) {
 			// A broker bug or a hostile answer: keep what we knew.
 			s.p.log.Warn("ignoring unusable metadata for a topic", "topic", name, "err", err)
 			again = true
@@ -303,7 +303,7 @@ func (s *sender) partitionsHold(t *topicState) bool {
 // numbers included, is kept) so a mistyped or deleted topic is not polled
 // for the producer's life. Called with p.mu held.
 func (s *sender) topicNeeded(t *topicState, now time.Time) bool {
-	if len(t.waiting) > 0 || now.Sub(t.used) < s.cfg.metadataMaxIdle || s.cfg.regress.pollIdleTopics {
+	if len(t.waiting) > 0 || now.Sub(t.used) < s.cfg.metadataMaxIdle || s.cfg.regress.on(pollIdleTopics) {
 		return true
 	}
 	return s.partitionsHold(t)
@@ -424,7 +424,7 @@ func (s *sender) maintainIdentity(now time.Time) time.Time {
 // v3+, Kafka 2.5): only they accept a producer raising its own epoch for an
 // existing id. The control connection, or any broker connection, tells.
 func (s *sender) canBumpLocally() bool {
-	if s.cfg.regress.bumpOnOldBrokers {
+	if s.cfg.regress.on(bumpOnOldBrokers) {
 		return false // the old path: ask the broker for the bump
 	}
 	c := s.control
@@ -447,7 +447,7 @@ func (s *sender) startInit(pid int64, epoch int16) {
 	s.idBusy = true
 	s.runControl(func(ctx context.Context, c *protocol.Conn) (func(), error) {
 		asked := pid
-		if v, ok := c.Version(22); ok && v < 3 && pid >= 0 && !s.cfg.regress.bumpOnOldBrokers {
+		if v, ok := c.Version(22); ok && v < 3 && pid >= 0 && !s.cfg.regress.on(bumpOnOldBrokers) {
 			// Brokers before Kafka 2.5 (no KIP-360) cannot bump the epoch
 			// of an existing id: a new id does the same job, every
 			// partition's sequence starting again at 0.
@@ -486,7 +486,7 @@ func (s *sender) initDone(askedPID, id int64, epoch int16, code int16) {
 		s.initFailed(err)
 		return
 	}
-	if s.haveID && id == s.pid && epoch <= s.epoch && !s.cfg.regress.sameIdentityTaken {
+	if s.haveID && id == s.pid && epoch <= s.epoch && !s.cfg.regress.on(sameIdentityTaken) {
 		// Not a new identity: the broker keeps our old batches' sequence
 		// numbers under it, and the renumbered ones, from 0, would match
 		// them as duplicates, acked and never written.
@@ -523,7 +523,7 @@ func (s *sender) renumber() {
 	for _, t := range s.p.topics {
 		for _, ps := range t.parts {
 			for i := 0; i < len(ps.retry); {
-				if b := ps.retry[i]; b.ord < max(ps.ackedUpTo, ps.doubtUpTo) && !s.cfg.regress.orderLostLeadingOnly {
+				if b := ps.retry[i]; b.ord < max(ps.ackedUpTo, ps.doubtUpTo) && !s.cfg.regress.on(orderLostLeadingOnly) {
 					s.failBatch(b, fmt.Errorf("%w (last error: %w)", ErrOrderLost, b.lastErr), b.maybeWritten)
 					continue
 				}

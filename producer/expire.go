@@ -62,7 +62,7 @@ func (s *sender) expire(now time.Time) (next time.Time) {
 	// once, so then every pass walks. At 1,000 keyed partitions a walk
 	// under Producer.mu in every pass (a pass per response) kept Produce
 	// waiting for the lock.
-	if now.Before(s.expireAt) && !s.anyFatal(idFatal) && !s.cfg.regress.expireEveryPass {
+	if now.Before(s.expireAt) && !s.anyFatal(idFatal) {
 		held := len(p.active) > 0 || len(s.active) > 0
 		p.mu.Unlock()
 		if held {
@@ -70,7 +70,9 @@ func (s *sender) expire(now time.Time) (next time.Time) {
 		}
 		return next
 	}
-	s.expireWalks.Add(1)
+	if s.probe != nil {
+		s.probe.expireWalks.Add(1)
+	}
 	var parts time.Time // the partitions' earliest deadline
 	// Sealed batches were never sent: failing them leaves no gap. p.active
 	// holds every partition with an open or queued batch: a partition is

@@ -100,8 +100,9 @@ func TestWindow20AllResponsesLostDeduplicated(t *testing.T) {
 // that retains 5): the broker can no longer recognise the retries, and the
 // checks above see it.
 func TestNegativeControlWindowCheckOff(t *testing.T) {
+	needRegress(t)
 	t.Parallel()
-	lc, st, tr := windowLossScenario(t, 5, optFunc(func(c *config) error { c.unsafeFixedWindow = 20; return nil }))
+	lc, st, tr := windowLossScenario(t, 5, fixedWindow(t, 20))
 	broken := !lc.ok() || len(tr.failed) > 0 || st.OutOfOrder > 0
 	if !broken {
 		t.Fatalf("window check off, yet no duplicate, no OOOSN and no failure: the scenario cannot detect a window violation (max in flight %d)", st.MaxInFlight)
@@ -151,9 +152,10 @@ func TestIdlePartitionReArmsGate(t *testing.T) {
 // and the producer has to fail batch 0 with ErrOrderLost, which the clean
 // check above would report.
 func TestNegativeControlGateOff(t *testing.T) {
+	needRegress(t)
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		tr, _ := idleExpiryScenario(t, optFunc(func(c *config) error { c.unsafeFixedWindow = 20; return nil }))
+		tr, _ := idleExpiryScenario(t, fixedWindow(t, 20))
 		orderLost := 0
 		for _, err := range tr.failed {
 			if errors.Is(err, ErrOrderLost) {

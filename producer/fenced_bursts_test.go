@@ -201,10 +201,11 @@ func TestFencedAnswersInBursts(t *testing.T) {
 // the broker answers DUPLICATE_SEQUENCE_NUMBER.) The schedules with Close
 // midway catch it too.
 func TestFencedAnswersInBurstsNegativeControl(t *testing.T) {
+	needRegress(t)
 	for _, closeMidway := range []bool{false, true} {
 		bad := 0
 		for seed := range uint64(300) {
-			v, _, _, _ := fencedBurstsRunClose(t, seed+1, closeMidway, optFunc(func(c *config) error { c.regress.notLeaderNotWritten = true; return nil }))
+			v, _, _, _ := fencedBurstsRunClose(t, seed+1, closeMidway, bug(t, notLeaderNotWritten, true))
 			if len(v) > 0 {
 				bad++
 				if bad == 1 {

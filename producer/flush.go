@@ -78,7 +78,7 @@ func (p *Producer) startFlushLocked() <-chan struct{} {
 		p.sealLocked(ps)
 	}
 	done := make(chan struct{})
-	if p.cfg.regress.flushWaitsAll {
+	if p.cfg.regress.on(flushWaitsAll) {
 		g = ^uint64(0) // wait until nothing at all is outstanding
 	}
 	if len(p.gens) == 0 || p.gens[0].gen > g {

@@ -46,6 +46,7 @@ func newTestProducer(t testing.TB, c *broker.Cluster, opts ...Opt) *Producer {
 		RetryBackoffMax(50 * time.Millisecond),
 		RequestTimeout(10 * time.Second),
 		DeliveryTimeout(60 * time.Second),
+		optFunc(func(c *config) error { c.probe = new(senderProbe); return nil }),
 	}
 	if n, ok := memNets.Load(c); ok {
 		base = append(base, Dialer(n.(*memnet.Network).Dial))

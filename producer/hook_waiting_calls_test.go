@@ -142,8 +142,9 @@ func TestWaitingCallsFromAHook(t *testing.T) {
 // context ends, a deadlock only the timeout cuts short (ProduceSync and
 // Close are not tried: no context would end their wait).
 func TestWaitingCallsFromAHookHangWithoutDetection(t *testing.T) {
+	needRegress(t)
 	synctest.Test(t, func(t *testing.T) {
-		undetected := optFunc(func(c *config) error { c.regress.hookWaitUndetected = true; return nil })
+		undetected := bug(t, hookWaitUndetected, true)
 		c, p, cs := runWaitingHook(t, undetected)
 		for name, call := range map[string]hookCall{"Produce": cs.produce, "Flush": cs.flush} {
 			require.ErrorIs(t, call.err, context.DeadlineExceeded, "%s from a hook did not hang", name)

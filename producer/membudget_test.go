@@ -33,12 +33,14 @@ func TestMemBudgetForcedBytesArePaidBackFirst(t *testing.T) {
 // TestMemBudgetForceTakesFreeBytesFirst: a Force larger than what is free
 // takes the free bytes and owes only the rest, so nothing can be acquired
 // until releases pay the debt (memBudget's doc). Negative control
-// (memBudget.regressForceKeepsFree): owing all of it left the free bytes
+// (knob memForceKeepsFree): owing all of it left the free bytes
 // to TryAcquire while the budget was past its limit.
 func TestMemBudgetForceTakesFreeBytesFirst(t *testing.T) {
-	for _, keepsFree := range []bool{false, true} {
+	for _, keepsFree := range bugCases {
 		m := newMemBudget(100)
-		m.regressForceKeepsFree = keepsFree
+		if keepsFree {
+			m.regress.set(memForceKeepsFree)
+		}
 		require.NoError(t, m.Acquire(context.Background(), 60))
 		m.Force(50) // 40 free pay, 10 owed
 		assert.Equal(t, int64(110), m.Held())
@@ -108,13 +110,15 @@ func TestMemBudgetCancelledWaiter(t *testing.T) {
 // TestMemBudgetConcurrentNeverOverLimit: under concurrent acquires,
 // releases and cancellations the bytes acquired (not forced) never exceed
 // the limit, and everything comes back. Run with -race. Negative control
-// (memBudget.regressUnbounded): a take that does not check the free bytes
+// (knob memUnbounded): a take that does not check the free bytes
 // goes past the limit, and the test sees it.
 func TestMemBudgetConcurrentNeverOverLimit(t *testing.T) {
 	const limit = 1000
-	for _, unbounded := range []bool{false, true} {
+	for _, unbounded := range bugCases {
 		m := newMemBudget(limit)
-		m.regressUnbounded = unbounded
+		if unbounded {
+			m.regress.set(memUnbounded)
+		}
 		var out, most atomic.Int64 // acquired and not yet released, as the callers see it; its peak
 		var wg sync.WaitGroup
 		for g := range 8 {

@@ -33,8 +33,7 @@ type memBudget struct {
 	debt    int64 // forced beyond the limit, paid back first by Release
 	waiters []*memWaiter
 
-	regressUnbounded      bool // negative control: take does not check the free bytes
-	regressForceKeepsFree bool // negative control: Force owes all of n when it does not fit, leaving free as it was
+	regress regressions // memUnbounded, memForceKeepsFree (negative controls; empty in the default build)
 }
 
 // memWaiter is an Acquire blocked until n bytes are free, in FIFO order.
@@ -53,7 +52,7 @@ func newMemBudget(limit int64) *memBudget {
 func (m *memBudget) take(n int64) bool {
 	for {
 		f := m.free.Load()
-		if f < n && !m.regressUnbounded {
+		if f < n && !m.regress.on(memUnbounded) {
 			return false
 		}
 		if m.free.CompareAndSwap(f, f-n) {
@@ -120,7 +119,7 @@ func (m *memBudget) Force(n int64) {
 	// for nothing.
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.regressForceKeepsFree {
+	if m.regress.on(memForceKeepsFree) {
 		if len(m.waiters) > 0 || !m.take(n) {
 			m.debt += n
 		}
@@ -187,7 +186,7 @@ func (m *memBudget) Held() int64 {
 // growMemory makes b hold at least its buffer's capacity, taking the
 // difference: called as records are placed.
 func (p *Producer) growMemory(b *batch) {
-	if p.cfg.regress.recordBytesOnly {
+	if p.cfg.regress.on(recordBytesOnly) {
 		return
 	}
 	if c := int64(b.builder.Cap()); c > b.memory {
@@ -203,7 +202,7 @@ func (p *Producer) settleMemory(b *batch) {
 	if len(b.records) == 0 {
 		want = 0
 	}
-	if p.cfg.regress.recordBytesOnly {
+	if p.cfg.regress.on(recordBytesOnly) {
 		return
 	}
 	switch d := want - b.memory; {

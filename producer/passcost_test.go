@@ -18,25 +18,24 @@ import (
 // newBatchWakeups opens a batch on each of 200 partitions, one at a time,
 // at one instant of virtual time, letting the sender settle after each, and
 // returns how often the sender loop ran meanwhile.
-func newBatchWakeups(t *testing.T, wakeEveryBatch bool) int64 {
+func newBatchWakeups(t *testing.T) int64 {
 	const parts = 200
 	var loops int64
 	synctest.Test(t, func(t *testing.T) {
 		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: parts}}})
-		p := memProducer(t, c, n, Linger(50*time.Millisecond),
-			optFunc(func(c *config) error { c.regress.wakeEveryBatch = wakeEveryBatch; return nil }))
+		p := memProducer(t, c, n, Linger(50*time.Millisecond))
 		l := newLedger("a", "t")
 		for part := range int32(parts) {
 			l.produce(p, part, 1, 10)
 		}
 		require.True(t, l.waitAll(time.Minute), "warm-up")
 		time.Sleep(time.Second)
-		l0 := p.s.loops.Load()
+		l0 := p.s.probe.loops.Load()
 		for part := range int32(parts) {
 			l.produce(p, part, 1, 10)
 			synctest.Wait()
 		}
-		loops = p.s.loops.Load() - l0
+		loops = p.s.probe.loops.Load() - l0
 		t.Logf("sender loop iterations for %d new batches within one linger: %d", parts, loops)
 		require.True(t, l.waitAll(time.Minute))
 		require.Empty(t, l.failures())
@@ -48,38 +47,32 @@ func newBatchWakeups(t *testing.T, wakeEveryBatch bool) int64 {
 // only when the sender would not wake by the batch's linger deadline anyway
 // (wakeForLinger): here the first batch wakes it, and the 199 opened after
 // it, whose linger ends no earlier than the timer it then set, do not. Every
-// batch still goes out (the ledger).
+// batch still goes out (the ledger). Negative control: at commit 1a00859
+// (knob wakeEveryBatch), TestNewBatchDoesNotWakeSenderNegativeControl.
 func TestNewBatchDoesNotWakeSenderWithTimerSet(t *testing.T) {
-	require.LessOrEqual(t, newBatchWakeups(t, false), int64(10), "one wake-up, not one per batch")
-}
-
-// Negative control: with a wake-up per new batch (the old behaviour) the
-// loop runs once per batch.
-func TestNewBatchDoesNotWakeSenderNegativeControl(t *testing.T) {
-	require.GreaterOrEqual(t, newBatchWakeups(t, true), int64(190), "a wake-up per new batch")
+	require.LessOrEqual(t, newBatchWakeups(t), int64(10), "one wake-up, not one per batch")
 }
 
 // expireWalksUnderLoad produces one record a millisecond over 100
 // partitions for two seconds of virtual time (open batches all along, each
 // sent after its 5 ms linger) and returns the sender's loop iterations and
 // expire's walks over the partitions in that time.
-func expireWalksUnderLoad(t *testing.T, everyPass bool) (loops, walks int64) {
+func expireWalksUnderLoad(t *testing.T) (loops, walks int64) {
 	const parts = 100
 	synctest.Test(t, func(t *testing.T) {
 		c, n := memCluster(t, broker.Config{RTT: time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: parts}}})
-		p := memProducer(t, c, n, Linger(5*time.Millisecond), DeliveryTimeout(30*time.Second), RequestTimeout(10*time.Second),
-			optFunc(func(c *config) error { c.regress.expireEveryPass = everyPass; return nil }))
+		p := memProducer(t, c, n, Linger(5*time.Millisecond), DeliveryTimeout(30*time.Second), RequestTimeout(10*time.Second))
 		l := newLedger("a", "t")
 		for part := range int32(parts) {
 			l.produce(p, part, 1, 10)
 		}
 		require.True(t, l.waitAll(time.Minute), "warm-up")
-		l0, w0 := p.s.loops.Load(), p.s.expireWalks.Load()
+		l0, w0 := p.s.probe.loops.Load(), p.s.probe.expireWalks.Load()
 		for i := range 2000 {
 			l.produce(p, int32(i%parts), 1, 10)
 			time.Sleep(time.Millisecond)
 		}
-		loops, walks = p.s.loops.Load()-l0, p.s.expireWalks.Load()-w0
+		loops, walks = p.s.probe.loops.Load()-l0, p.s.probe.expireWalks.Load()-w0
 		t.Logf("sender loop iterations %d, expire walks over the partitions %d", loops, walks)
 		require.True(t, l.waitAll(time.Minute))
 		require.Empty(t, l.failures())
@@ -89,30 +82,25 @@ func expireWalksUnderLoad(t *testing.T, everyPass bool) (loops, walks int64) {
 
 // TestExpireWalksOnlyWhenDue: expire looks at every partition only when a
 // delivery timeout may be due (the earliest its last walk found), not in
-// every sender pass; the sender still loops hundreds of times.
+// every sender pass; the sender still loops hundreds of times. Negative
+// control: at commit 1a00859 (knob expireEveryPass),
+// TestExpireWalksOnlyWhenDueNegativeControl.
 func TestExpireWalksOnlyWhenDue(t *testing.T) {
-	loops, walks := expireWalksUnderLoad(t, false)
+	loops, walks := expireWalksUnderLoad(t)
 	require.GreaterOrEqual(t, loops, int64(200), "the sender is busy")
 	require.Less(t, walks*20, loops, "a walk in fewer than one pass in 20")
-}
-
-// Negative control: walking in every pass (the old behaviour).
-func TestExpireWalksOnlyWhenDueNegativeControl(t *testing.T) {
-	loops, walks := expireWalksUnderLoad(t, true)
-	require.GreaterOrEqual(t, walks*2, loops, "a walk in every pass")
 }
 
 // looksWhileLingering opens a batch on each of 400 partitions with a 1 s
 // linger, then seals 50 full batches on 50 of them, one at a time at one
 // instant of virtual time, and returns how many partitions the sender
 // looked at under Producer.mu meanwhile.
-func looksWhileLingering(t *testing.T, walkActive bool) int64 {
+func looksWhileLingering(t *testing.T) int64 {
 	const parts = 400
 	var looks int64
 	synctest.Test(t, func(t *testing.T) {
 		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: parts}}})
-		p := memProducer(t, c, n, Linger(time.Second), DeliveryTimeout(time.Minute), RequestTimeout(10*time.Second),
-			optFunc(func(c *config) error { c.regress.walkActive = walkActive; return nil }))
+		p := memProducer(t, c, n, Linger(time.Second), DeliveryTimeout(time.Minute), RequestTimeout(10*time.Second))
 		l := newLedger("a", "t")
 		for part := range int32(parts) {
 			l.produce(p, part, 1, 10)
@@ -122,12 +110,12 @@ func looksWhileLingering(t *testing.T, walkActive bool) int64 {
 			l.produce(p, part, 1, 10) // lingers for a second
 		}
 		synctest.Wait()
-		l0 := p.s.looks.Load()
+		l0 := p.s.probe.looks.Load()
 		for part := range int32(50) {
 			l.produce(p, part, 1, 600) // above batch.size: sealed at once
 			synctest.Wait()
 		}
-		looks = p.s.looks.Load() - l0
+		looks = p.s.probe.looks.Load() - l0
 		t.Logf("partitions looked at for 50 sealed batches while %d batches linger: %d", parts, looks)
 		require.True(t, l.waitAll(time.Minute))
 		require.Empty(t, l.failures())
@@ -139,14 +127,10 @@ func looksWhileLingering(t *testing.T, walkActive bool) int64 {
 // only at the partitions with sealed batches, the batches whose linger
 // ended and those kept open past it, not at every partition holding data
 // (issue 20: at 1,000 keyed partitions that walk, in every pass, kept
-// Produce waiting for the lock).
+// Produce waiting for the lock). Negative control: at commit 1a00859 (knob
+// walkActive), TestSenderPassLooksOnlyAtChangesNegativeControl.
 func TestSenderPassLooksOnlyAtChanges(t *testing.T) {
-	require.LessOrEqual(t, looksWhileLingering(t, false), int64(50*20), "a few looks per sealed batch (one walk is 400)")
-}
-
-// Negative control: the old pass, a walk over every partition holding data.
-func TestSenderPassLooksOnlyAtChangesNegativeControl(t *testing.T) {
-	require.GreaterOrEqual(t, looksWhileLingering(t, true), int64(50*400), "a walk over every partition per pass")
+	require.LessOrEqual(t, looksWhileLingering(t), int64(50*20), "a few looks per sealed batch (one walk is 400)")
 }
 
 // TestPendingRecordFitsHalfALine: a batch's entry per record is 32 bytes,

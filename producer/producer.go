@@ -133,8 +133,8 @@ func newProducer(cfg config) (*Producer, error) {
 	if err != nil {
 		return nil, &ConfigError{Property: "max.in.flight.requests.per.connection", Reason: err.Error()}
 	}
-	if cfg.unsafeFixedWindow > 0 {
-		testhooks.FixedWindow(lim, cfg.unsafeFixedWindow)
+	if n := cfg.regress.fixedWindow(); n > 0 {
+		testhooks.FixedWindow(lim, n)
 	}
 	p.limiter = lim
 	p.cbs = newCallbackQueue()

@@ -105,10 +105,7 @@ func runReauth(t *testing.T, rng *rand.Rand, sc reauthScenario) reauthResult {
 		opts := []Opt{SASL(plain.Auth{User: "alice", Pass: "secret"}.AsMechanism()), Hooks(ev),
 			DeliveryTimeout(time.Minute), MetadataMaxAge(sc.metaAge)}
 		if sc.noRenewal || sc.noCtlRenewal {
-			opts = append(opts, optFunc(func(c *config) error {
-				c.regress.noSessionRenewal, c.regress.noControlRenewal = sc.noRenewal, sc.noCtlRenewal
-				return nil
-			}))
+			opts = append(opts, bug(t, noSessionRenewal, sc.noRenewal), bug(t, noControlRenewal, sc.noCtlRenewal))
 		}
 		p := memProducer(t, c, n, opts...)
 		l := newLedger("a", "t")
@@ -189,6 +186,7 @@ func TestReauthRenewsBeforeSessionEnds(t *testing.T) {
 // fail without the renewal.
 func TestReauthNegativeControl(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 16))
+	needRegress(t)
 	res := runReauth(t, rng, reauthScenario{life: 2 * time.Second, rtt: 20 * time.Millisecond,
 		nodes: 1, parts: 2, run: 8 * time.Second, metaAge: 500 * time.Millisecond, noRenewal: true})
 	require.Positive(t, res.expired, "sessions expired at the broker")
@@ -204,6 +202,7 @@ func TestReauthNegativeControl(t *testing.T) {
 // control connection.
 func TestReauthNegativeControlControlConnection(t *testing.T) {
 	rng := rand.New(rand.NewPCG(2, 16))
+	needRegress(t)
 	res := runReauth(t, rng, reauthScenario{life: 2 * time.Second, rtt: 20 * time.Millisecond,
 		nodes: 1, parts: 2, run: 8 * time.Second, metaAge: 300 * time.Millisecond, noCtlRenewal: true})
 	require.Positive(t, res.expired, "control sessions expired at the broker")
@@ -224,7 +223,7 @@ func renewalRun(t *testing.T, resets bool) (failures []string, windows []windowC
 			Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
 		ev, h := &connEvents{}, newRecorder()
 		p := memProducer(t, c, n, SASL(plain.Auth{User: "alice", Pass: "secret"}.AsMechanism()), Hooks(ev, h),
-			optFunc(func(c *config) error { c.regress.renewalResets = resets; return nil }))
+			bug(t, renewalResets, resets))
 		l := newLedger("a", "t")
 		l.produce(p, 0, 240, 100)
 		require.True(t, l.waitAll(time.Minute), "every callback ran")
@@ -256,6 +255,9 @@ func TestRenewalContinuesConnection(t *testing.T) {
 	}
 	require.Contains(t, windows, windowChange{"t", 0, 5, 20, WindowLearned})
 
+	if !regressBuild {
+		return // the negative control below needs -tags longhaul_regress
+	}
 	failures, windows, renewals = renewalRun(t, true)
 	t.Logf("negative control: %d renewals, %d records failed", renewals, len(failures))
 	require.NotEmpty(t, failures, "negative control: the old rule starves the burst")

@@ -16,6 +16,41 @@ import (
 // a knob (regress.go), must make its regression test fail, and the
 // randomized mixed-fault test must find the ones it covers.
 
+// needRegress skips a negative control outside the longhaul_regress build,
+// where no bug can be brought back (regress.go).
+func needRegress(t testing.TB) {
+	t.Helper()
+	if !regressBuild {
+		t.Skip("negative control: needs -tags longhaul_regress")
+	}
+}
+
+// bug is an Opt bringing back k when on, and no change otherwise. A
+// negative control calls needRegress at its top level first: a skip inside
+// a synctest bubble ends only the bubble, and the test would go on to
+// assert on a run that did not happen.
+func bug(t testing.TB, k knob, on bool) Opt {
+	t.Helper()
+	if !on {
+		return optFunc(func(*config) error { return nil })
+	}
+	if !regressBuild {
+		t.Fatalf("knob %d set outside the longhaul_regress build: the test must call needRegress first", k)
+	}
+	return optFunc(func(c *config) error { c.regress.set(k); return nil })
+}
+
+// fixedWindow is an Opt making the limiter ignore learned windows and the
+// first-batch gate and use n as every partition's limit (a negative
+// control: unsafe above the broker's window).
+func fixedWindow(t testing.TB, n int) Opt {
+	t.Helper()
+	if !regressBuild {
+		t.Fatal("fixed window set outside the longhaul_regress build: the test must call needRegress first")
+	}
+	return optFunc(func(c *config) error { c.regress.setFixedWindow(n); return nil })
+}
+
 // regressEnv names the knob a child test process turns on.
 const regressEnv = "LONGHAUL_REGRESS"
 
@@ -26,24 +61,24 @@ var regressKnobs = map[string]struct {
 	// (bad metadata and Flush are not drawn in schedules).
 	chaos bool
 }{
-	"orderLostLeadingOnly": {func(r *regressions) { r.orderLostLeadingOnly = true }, "TestMixedFaultExpiredStateTimeoutThenNotEnoughReplicasKeepsOrder", true},
-	"resolveOldestRetry":   {func(r *regressions) { r.resolveOldestRetry = true }, "TestMixedFaultStalledBumpDoesNotBlockOtherPartitions", true},
-	"bumpOnOldBrokers":     {func(r *regressions) { r.bumpOnOldBrokers = true }, "TestMixedFaultPreKIP360BrokerTakesNewProducerID", true},
-	"notLeaderNotWritten":  {func(r *regressions) { r.notLeaderNotWritten = true }, "TestMixedFaultAppendedThenNotLeaderNotDuplicatedByBump", true},
-	"callbacksUnordered":   {func(r *regressions) { r.callbacksUnordered = true }, "TestMixedFaultCallbacksInOrderAfterLostResponse", true},
-	"flushWaitsAll":        {func(r *regressions) { r.flushWaitsAll = true }, "TestMixedFaultFlushUnderSteadyLoadReturns", false},
-	"metadataUnchecked":    {func(r *regressions) { r.metadataUnchecked = true }, "TestMixedFaultBadMetadataNeverPanics", false},
+	"orderLostLeadingOnly": {func(r *regressions) { r.set(orderLostLeadingOnly) }, "TestMixedFaultExpiredStateTimeoutThenNotEnoughReplicasKeepsOrder", true},
+	"resolveOldestRetry":   {func(r *regressions) { r.set(resolveOldestRetry) }, "TestMixedFaultStalledBumpDoesNotBlockOtherPartitions", true},
+	"bumpOnOldBrokers":     {func(r *regressions) { r.set(bumpOnOldBrokers) }, "TestMixedFaultPreKIP360BrokerTakesNewProducerID", true},
+	"notLeaderNotWritten":  {func(r *regressions) { r.set(notLeaderNotWritten) }, "TestMixedFaultAppendedThenNotLeaderNotDuplicatedByBump", true},
+	"callbacksUnordered":   {func(r *regressions) { r.set(callbacksUnordered) }, "TestMixedFaultCallbacksInOrderAfterLostResponse", true},
+	"flushWaitsAll":        {func(r *regressions) { r.set(flushWaitsAll) }, "TestMixedFaultFlushUnderSteadyLoadReturns", false},
+	"metadataUnchecked":    {func(r *regressions) { r.set(metadataUnchecked) }, "TestMixedFaultBadMetadataNeverPanics", false},
 	// Above seed 10,000 (chaos seeds 15697, 28603; 48664): seen a few
 	// times in 60,000 schedules, so the 3,000 of TestChaosFindsEachBug
 	// would not find them.
-	"oooProvesUnwritten": {func(r *regressions) { r.oooProvesUnwritten = true }, "TestMixedFaultOutOfOrderPastGapFailsFateUnknown", false},
-	"splitMaybeWritten":  {func(r *regressions) { r.splitMaybeWritten = true }, "TestMixedFaultMaybeWrittenBatchNotSplit", false},
+	"oooProvesUnwritten": {func(r *regressions) { r.set(oooProvesUnwritten) }, "TestMixedFaultOutOfOrderPastGapFailsFateUnknown", false},
+	"splitMaybeWritten":  {func(r *regressions) { r.set(splitMaybeWritten) }, "TestMixedFaultMaybeWrittenBatchNotSplit", false},
 	// A broker (or proxy) bug Kafka does not have; not in the chaos
 	// vocabulary.
-	"sameIdentityTaken":    {func(r *regressions) { r.sameIdentityTaken = true }, "TestInitProducerIDSameIdentityIsNotTaken", false},
-	"emptyPartitionsTaken": {func(r *regressions) { r.emptyPartitionsTaken = true }, "TestMetadataWithoutPartitionsKeepsWhatWasKnown", false},
+	"sameIdentityTaken":    {func(r *regressions) { r.set(sameIdentityTaken) }, "TestInitProducerIDSameIdentityIsNotTaken", false},
+	"emptyPartitionsTaken": {func(r *regressions) { r.set(emptyPartitionsTaken) }, "TestMetadataWithoutPartitionsKeepsWhatWasKnown", false},
 	// Hooks calling the waiting methods; not in the chaos vocabulary.
-	"hookWaitUndetected": {func(r *regressions) { r.hookWaitUndetected = true }, "TestWaitingCallsFromAHook", false},
+	"hookWaitUndetected": {func(r *regressions) { r.set(hookWaitUndetected) }, "TestWaitingCallsFromAHook", false},
 }
 
 // regressFromEnv is the knob a parent test asked this process for.
@@ -62,6 +97,7 @@ func TestRegressionTestsCatchEachBug(t *testing.T) {
 	if os.Getenv(regressEnv) != "" {
 		t.Skip("in a child process")
 	}
+	needRegress(t)
 	for name, k := range regressKnobs {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -83,6 +119,7 @@ func TestChaosFindsEachBug(t *testing.T) {
 	if os.Getenv(regressEnv) != "" {
 		t.Skip("in a child process")
 	}
+	needRegress(t)
 	const limit = 3000 // each bug shows up about once in 200 schedules or more often
 	for name, k := range regressKnobs {
 		if !k.chaos {

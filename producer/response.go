@@ -175,7 +175,7 @@ func (s *sender) facts(b *batch) batchFacts {
 	ps := b.part
 	f := batchFacts{
 		maybeWritten: b.maybeWritten,
-		laterAcked:   ps.ackedUpTo > b.ord+1 && !s.cfg.regress.orderLostLeadingOnly,
+		laterAcked:   ps.ackedUpTo > b.ord+1 && !s.cfg.regress.on(orderLostLeadingOnly),
 		newestSeq:    ps.nextOrd == b.ord+1,
 		resolving:    s.needBump,
 		records:      len(b.records),
@@ -207,24 +207,24 @@ func (s *sender) batchRejected(b *batch, code int16, cause error, hint *kmsg.Pro
 	}
 	f := s.facts(b)
 	v := judge(code, f)
-	if s.cfg.regress.oooProvesUnwritten && lookupCode(code).class == classSequence && f.earlierUnacked && f.earlierRefused {
+	if s.cfg.regress.on(oooProvesUnwritten) && lookupCode(code).class == classSequence && f.earlierUnacked && f.earlierRefused {
 		v = verdict{act: actRetry}
 		if f.laterAcked {
 			v.act = actOrderLost
 		}
 	}
-	if s.cfg.regress.notLeaderNotWritten && lookupCode(code).class == classLeader {
+	if s.cfg.regress.on(notLeaderNotWritten) && lookupCode(code).class == classLeader {
 		v.maybeWritten = b.maybeWritten
 	}
 	s.cfg.hooks.batchRejected(s, -1, b, cause, v.act == actRetry || v.act == actSplit)
 	b.maybeWritten = v.maybeWritten
-	if b.maybeWritten && !s.cfg.regress.splitMaybeWritten {
+	if b.maybeWritten && !s.cfg.regress.on(splitMaybeWritten) {
 		// A batch waiting to be split (too large) went out whole behind
 		// another retry, and that attempt may be in the log: it is never
 		// split now. Halves carry sub-ranges of its sequences, which the
-		// broker cannot match as duplicates of the written whole (chaos
-		// seed 48664: a half refused as out of order, then failed as
-		// ErrOrderLost while its records were in the log). Sent whole, it
+		// broker cannot match as duplicates of the written whole (a half
+		// would be refused as out of order, then failed as ErrOrderLost
+		// while its records are in the log). Sent whole, it
 		// is acked as a duplicate, or refused as too large and fails,
 		// fate unknown (judge).
 		b.split = false
@@ -287,7 +287,7 @@ func (s *sender) batchAcked(b *batch, baseOffset int64, now time.Time) {
 			s.failBatch(x, fmt.Errorf("%w (last error: %w)", ErrOrderLost, x.lastErr), false)
 			continue
 		}
-		if s.cfg.regress.orderLostLeadingOnly {
+		if s.cfg.regress.on(orderLostLeadingOnly) {
 			break
 		}
 		i++
@@ -340,8 +340,8 @@ func (s *sender) finish(b *batch, err error) {
 	b.done = true
 	b.err = err
 	ps := b.part
-	if !b.inReport || s.cfg.regress.callbacksUnordered {
-		if len(ps.report) == 0 || s.cfg.regress.callbacksUnordered {
+	if !b.inReport || s.cfg.regress.on(callbacksUnordered) {
+		if len(ps.report) == 0 || s.cfg.regress.on(callbacksUnordered) {
 			s.complete(b) // nothing earlier pending: the common case
 			return
 		}

@@ -69,11 +69,9 @@ type sender struct {
 	cancel context.CancelFunc
 	bg     sync.WaitGroup // dial and control goroutines
 
-	stats  senderStats
-	loops  atomic.Int64 // iterations of run's loop, for tests (issue 20)
-	visits atomic.Int64 // partitions sendReady visited, for tests (issue 20)
-	reqs   atomic.Int64 // produce requests sent (Stats.ProduceRequests)
-	holds  atomic.Int64 // passes in which a lingered batch was held (heldByNode), for tests (issue 19)
+	stats senderStats
+	reqs  atomic.Int64 // produce requests sent (Stats.ProduceRequests)
+	probe *senderProbe // nil in production (config.probe)
 
 	// sleepUntil is when the sleeping loop's timer fires, in nanoseconds
 	// since base (monotonic); 0 while the loop runs, math.MaxInt64 while
@@ -82,9 +80,19 @@ type sender struct {
 	sleepUntil atomic.Int64
 	base       time.Time
 
-	expireAt    time.Time    // earliest delivery timeout expire's last walk of the partitions found (zero: none)
-	expireWalks atomic.Int64 // expire's walks of the partitions, for tests (issue 20)
-	looks       atomic.Int64 // partitions sendReady looked at under Producer.mu, for tests (issue 20)
+	expireAt time.Time // earliest delivery timeout expire's last walk of the partitions found (zero: none)
+}
+
+// senderProbe counts the sender's work, for the tests that assert what a
+// pass costs (counts, not timings). Only tests set one (config.probe), as
+// net/http's test hooks: in production the pointer is nil and each count is
+// a nil check.
+type senderProbe struct {
+	loops       atomic.Int64 // iterations of run's loop
+	visits      atomic.Int64 // partitions sendReady visited
+	looks       atomic.Int64 // partitions sendReady looked at under Producer.mu
+	holds       atomic.Int64 // passes in which a lingered batch was held (heldByNode)
+	expireWalks atomic.Int64 // expire's walks of the partitions
 }
 
 type senderStats struct {
@@ -159,7 +167,7 @@ func (s *sender) newRequest(n *nodeState, version int16) *sentRequest {
 // grew past keepRequestBatches are dropped, not pooled: a request to a
 // node leading thousands of partitions would leave each pooled request
 // holding room for thousands of batches, memory that grows with the
-// partition count and stays while the producer idles (issue 20).
+// partition count and stays while the producer idles.
 func (s *sender) freeRequest(sr *sentRequest) {
 	clear(sr.batches)
 	sr.batches = sr.batches[:0]
@@ -174,7 +182,7 @@ func (s *sender) freeRequest(sr *sentRequest) {
 }
 
 func newSender(p *Producer) *sender {
-	s := &sender{p: p, cfg: &p.cfg, pid: -1, epoch: -1, nodes: make(map[int32]*nodeState), base: time.Now()}
+	s := &sender{p: p, cfg: &p.cfg, pid: -1, epoch: -1, nodes: make(map[int32]*nodeState), base: time.Now(), probe: p.cfg.probe}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.idPub.Store(-1)
 	return s
@@ -187,14 +195,16 @@ func (s *sender) wantMetadata() {
 }
 
 func (s *sender) run() {
-	if !s.cfg.regress.hookWaitUndetected {
+	if !s.cfg.regress.on(hookWaitUndetected) {
 		s.gid.Store(goroutineID())
 	}
 	defer close(s.p.senderDone)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		s.loops.Add(1)
+		if s.probe != nil {
+			s.probe.loops.Add(1)
+		}
 		// Awake: a batch opened from now on wakes the loop again, as this
 		// pass may have looked at its partition before it was opened.
 		s.sleepUntil.Store(0)
@@ -214,9 +224,6 @@ func (s *sender) run() {
 		// named (linger, backoff, delivery timeout, metadata age) or an
 		// event arrives; with none due it does not wake at all.
 		var next time.Time
-		if s.cfg.regress.idleTick {
-			next = now.Add(time.Second)
-		}
 		next = earliest(next, s.maintainIdentity(now))
 		next = earliest(next, s.maintainMetadata(now))
 		next = earliest(next, s.expire(now))
@@ -265,7 +272,7 @@ func earliest(a, b time.Time) time.Time {
 // concerns all (metadata, producer id or epoch, an epoch bump starting).
 func (s *sender) sendReady(now time.Time) (next time.Time) {
 	p := s.p
-	if s.needBump != s.seenBump || s.idPub.Load() != s.seenID || s.cfg.regress.visitAll {
+	if s.needBump != s.seenBump || s.idPub.Load() != s.seenID {
 		s.seenBump, s.seenID = s.needBump, s.idPub.Load()
 		s.rescan = true
 	}
@@ -291,24 +298,15 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 			p.sealLocked(ps)
 		}
 	}
-	if s.cfg.regress.walkActive {
-		// The old pass: every partition holding data looked at.
-		for _, ps := range p.active {
-			s.looks.Add(1)
-			if b := ps.open; b != nil && !ps.inLingering && !now.Before(b.created.Add(s.cfg.linger)) {
-				ps.inLingering = true
-				s.lingering = append(s.lingering, ps)
-			}
-			s.takeSealedLocked(ps)
-		}
-	}
 	// Only the partitions something may have changed for are looked at,
 	// not every partition holding data: the lingered batches kept open
 	// (s.lingering), the batches whose linger ended (p.opened, in the
 	// order they opened) and the partitions with sealed batches
 	// (p.sealedIn). At 1,000 keyed partitions a walk over all of them
 	// under Producer.mu in every pass kept Produce waiting for the lock.
-	s.looks.Add(int64(len(s.lingering) + len(p.sealedIn)))
+	if s.probe != nil {
+		s.probe.looks.Add(int64(len(s.lingering) + len(p.sealedIn)))
+	}
 	keepL := s.lingering[:0]
 	for _, ps := range s.lingering {
 		b := ps.open
@@ -335,7 +333,9 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 	s.lingering = keepL
 	k := p.openedHead
 	for ; k < len(p.opened); k++ {
-		s.looks.Add(1)
+		if s.probe != nil {
+			s.probe.looks.Add(1)
+		}
 		e := p.opened[k]
 		ps := e.ps
 		if ps.open == nil || !ps.open.created.Equal(e.created) || ps.inLingering {
@@ -391,7 +391,9 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 		}
 	}
 	s.visit, s.ready = s.ready, s.visit[:0]
-	s.visits.Add(int64(len(s.visit)))
+	if s.probe != nil {
+		s.probe.visits.Add(int64(len(s.visit)))
+	}
 	for i, ps := range s.visit {
 		s.visit[i] = nil
 		ps.inReady = false
@@ -486,7 +488,7 @@ func (s *sender) lingeredKeptOpen(ps *partitionState, deadline, now time.Time, n
 		// past its linger. Looked at in every pass while held (the
 		// negative control parks it until the node's next response
 		// instead).
-		ps.lingerHeld = s.cfg.regress.holdUnbounded
+		ps.lingerHeld = s.cfg.regress.on(holdUnbounded)
 		return true
 	case s.canSendNow(ps) && s.room(ps) > len(ps.queue)+len(ps.sealed):
 		// Every sealed batch goes out in this pass with room to spare:
@@ -636,7 +638,7 @@ func (s *sender) hasSendable(ps *partitionState) bool {
 // Batches certainly not in the log wait for the bump; sending one would
 // only be refused for the gap left by the batch that caused the bump.
 func (s *sender) retryIndex(ps *partitionState) int {
-	if !s.needBump || s.cfg.regress.resolveOldestRetry && ps.unresolved() {
+	if !s.needBump || s.cfg.regress.on(resolveOldestRetry) && ps.unresolved() {
 		if len(ps.retry) > 0 {
 			return 0
 		}
@@ -665,10 +667,9 @@ func (ps *partitionState) unresolved() bool {
 // ones). Their retry can never be a duplicate, so the window need not be
 // anchored at them; if it were, the batches that may be in the log, which
 // the bump waits to resolve, could be held outside the window (reset to 5
-// by a leader change) until delivery.timeout.ms: a stalled bump (chaos seed
-// 124).
+// by a leader change) until delivery.timeout.ms: a stalled bump.
 func (s *sender) park(ps *partitionState) {
-	if s.cfg.regress.resolveOldestRetry {
+	if s.cfg.regress.on(resolveOldestRetry) {
 		return // the old path resends them before the bump
 	}
 	for _, b := range ps.retry {
@@ -860,7 +861,7 @@ func (s *sender) issue(sr *sentRequest) {
 func (s *sender) holdLingered() {
 	s.holding = false
 	for _, n := range s.nodes {
-		n.hold = s.cfg.coalesce > 0 && n.conn != nil && (n.rtLast > 2*n.rtMin || s.cfg.regress.holdAnyRT) &&
+		n.hold = s.cfg.coalesce > 0 && n.conn != nil && n.rtLast > 2*n.rtMin &&
 			s.p.limiter.NodeInFlight(n.admission) >= s.cfg.coalesce
 		s.holding = s.holding || n.hold
 	}
@@ -880,9 +881,11 @@ func (s *sender) heldByNode(ps *partitionState, deadline, now time.Time, next *t
 	if n == nil || !n.hold {
 		return false
 	}
-	if s.cfg.regress.holdUnbounded {
+	if s.cfg.regress.on(holdUnbounded) {
 		s.blockOn(n, ps) // the first version: parked until n answers
-		s.holds.Add(1)
+		if s.probe != nil {
+			s.probe.holds.Add(1)
+		}
 		return true
 	}
 	until := deadline.Add(n.rtLast)
@@ -890,6 +893,8 @@ func (s *sender) heldByNode(ps *partitionState, deadline, now time.Time, next *t
 		return false
 	}
 	*next = earliest(*next, until)
-	s.holds.Add(1)
+	if s.probe != nil {
+		s.probe.holds.Add(1)
+	}
 	return true
 }

@@ -111,11 +111,11 @@ func TestStickyPartitionThroughPartitioner(t *testing.T) {
 // and moves after it, and bursts split: the first record on the previous
 // partition, alone in its batch.
 func TestStickyBurstsStayWhole(t *testing.T) {
-	for _, alone := range []bool{false, true} {
+	for _, alone := range bugCases {
 		synctest.Test(t, func(t *testing.T) {
 			c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 6, Window: 10}}})
 			p := memProducer(t, c, n, BatchSize(1024), Linger(5*time.Millisecond),
-				optFunc(func(c *config) error { c.regress.stickyStartAlone = alone; return nil }))
+				bug(t, stickyStartAlone, alone))
 			require.NoError(t, p.ProduceSync(context.Background(), &Record{Topic: "t", Key: []byte("k"), Value: []byte("metadata")}).FirstErr())
 			var bursts [][]int32
 			for range 8 {

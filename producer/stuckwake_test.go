@@ -34,13 +34,11 @@ import (
 //     keeps reporting as none, so refreshes back off one after another.
 //
 // It also returns the metadata requests sent in the backoff state.
-func stuckLoops(t *testing.T, tick bool) (memory, inflight, backoff, refreshes int64) {
-	knob := optFunc(func(c *config) error { c.regress.idleTick = tick; return nil })
-
+func stuckLoops(t *testing.T) (memory, inflight, backoff, refreshes int64) {
 	t.Run("memory", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 2}}})
-			p := memProducer(t, c, n, BufferMemory(8192), MaxRequestSize(8192), knob)
+			p := memProducer(t, c, n, BufferMemory(8192), MaxRequestSize(8192))
 			require.NoError(t, p.ProduceSync(context.Background(), toPartition("t", 0, []byte("v"))).FirstErr())
 			release, entered := make(chan struct{}), make(chan struct{})
 			defer close(release)
@@ -63,9 +61,9 @@ func stuckLoops(t *testing.T, tick bool) (memory, inflight, backoff, refreshes i
 			go func() { waited <- p.mem.Acquire(ctx, 4000) }() // as Produce does
 			time.Sleep(10 * time.Second)                       // every batch acked and queued
 			require.Greater(t, p.mem.Held()+4000, int64(8192), "the acquire waits")
-			l0 := p.s.loops.Load()
+			l0 := p.s.probe.loops.Load()
 			time.Sleep(time.Minute)
-			memory = p.s.loops.Load() - l0
+			memory = p.s.probe.loops.Load() - l0
 			cancel()
 			require.ErrorIs(t, <-waited, context.Canceled, "it waited for the whole minute")
 		})
@@ -74,7 +72,7 @@ func stuckLoops(t *testing.T, tick bool) (memory, inflight, backoff, refreshes i
 	t.Run("inflight", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}, {Name: "u", Partitions: 1}}})
-			p := memProducer(t, c, n, RequestTimeout(10*time.Minute), DeliveryTimeout(20*time.Minute), MaxBlock(20*time.Minute), knob)
+			p := memProducer(t, c, n, RequestTimeout(10*time.Minute), DeliveryTimeout(20*time.Minute), MaxBlock(20*time.Minute))
 			require.NoError(t, p.ProduceSync(context.Background(), toPartition("t", 0, []byte("v"))).FirstErr())
 			time.Sleep(time.Second)
 			c.Stall(0, 5*time.Minute)
@@ -82,9 +80,9 @@ func stuckLoops(t *testing.T, tick bool) (memory, inflight, backoff, refreshes i
 			done := make(chan error, 1)
 			p.Produce(context.Background(), &Record{Topic: "u", Value: []byte("v")}, func(_ *Record, err error) { done <- err })
 			time.Sleep(10 * time.Second)
-			l0 := p.s.loops.Load()
+			l0 := p.s.probe.loops.Load()
 			time.Sleep(time.Minute)
-			inflight = p.s.loops.Load() - l0
+			inflight = p.s.probe.loops.Load() - l0
 			require.Zero(t, c.MetadataRequests()-m0, "the refresh asking for u waits in the stalled broker")
 			select {
 			case err := <-done:
@@ -100,7 +98,7 @@ func stuckLoops(t *testing.T, tick bool) (memory, inflight, backoff, refreshes i
 		synctest.Test(t, func(t *testing.T) {
 			c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 2}}})
 			p := memProducer(t, c, n, RetryBackoff(5*time.Second), RetryBackoffMax(5*time.Second),
-				DeliveryTimeout(20*time.Minute), RequestTimeout(time.Minute), knob)
+				DeliveryTimeout(20*time.Minute), RequestTimeout(time.Minute))
 			require.NoError(t, p.ProduceSync(context.Background(), toPartition("t", 1, []byte("v"))).FirstErr())
 			c.RewriteMetadata(func(resp *kmsg.MetadataResponse) {
 				for i := range resp.Topics {
@@ -115,9 +113,9 @@ func stuckLoops(t *testing.T, tick bool) (memory, inflight, backoff, refreshes i
 			time.Sleep(10 * time.Second)
 			p.Produce(context.Background(), toPartition("t", 0, []byte("v")), nil)
 			time.Sleep(10 * time.Second)
-			l0, m0 := p.s.loops.Load(), c.MetadataRequests()
+			l0, m0 := p.s.probe.loops.Load(), c.MetadataRequests()
 			time.Sleep(time.Minute)
-			backoff, refreshes = p.s.loops.Load()-l0, c.MetadataRequests()-m0
+			backoff, refreshes = p.s.probe.loops.Load()-l0, c.MetadataRequests()-m0
 			c.RewriteMetadata(nil)
 		})
 	})
@@ -129,20 +127,13 @@ func stuckLoops(t *testing.T, tick bool) (memory, inflight, backoff, refreshes i
 // TestSenderSleepsWhileStuck: in each stuck state the sender wakes only
 // for what is due: a few times a minute (metadata.max.age.ms, delivery
 // and metadata timers), or a few times per metadata refresh while
-// refreshes back off.
+// refreshes back off. Negative control: at commit 1a00859 (knob idleTick, a
+// sender that wakes once a second whatever is due),
+// TestSenderSleepsWhileStuckNegativeControl.
 func TestSenderSleepsWhileStuck(t *testing.T) {
-	memory, inflight, backoff, refreshes := stuckLoops(t, false)
+	memory, inflight, backoff, refreshes := stuckLoops(t)
 	require.LessOrEqual(t, memory, int64(3), "while a Produce waits for memory held behind a blocked callback")
 	require.LessOrEqual(t, inflight, int64(3), "while a metadata refresh is in flight")
 	require.Positive(t, refreshes)
 	require.LessOrEqual(t, backoff, 3*refreshes+3, "while metadata refreshes back off")
-}
-
-// Negative control: a sender that wakes once a second whatever is due
-// (regress.idleTick) is caught in each state.
-func TestSenderSleepsWhileStuckNegativeControl(t *testing.T) {
-	memory, inflight, backoff, refreshes := stuckLoops(t, true)
-	require.Greater(t, memory, int64(3))
-	require.Greater(t, inflight, int64(3))
-	require.Greater(t, backoff, 3*refreshes+3)
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Topology changes seen in metadata (issue 20): a topic deleted and
+// Topology changes seen in metadata: a topic deleted and
 // created again under the same name, with a new topic id (KIP-516) and
 // possibly fewer partitions. Growth needs nothing special: applyMetadata
 // adds the new partitions and placement maps over the current count.
@@ -32,9 +32,9 @@ func (s *sender) topicRecreatedLocked(t *topicState, count int32) {
 	// under this epoch, numbered where the old topic's left off, with
 	// gaps where batches went to the old one. Sequences cannot continue
 	// from what we sent, and a rewind to 0 is out of order for such a
-	// state: a new epoch starts every partition's sequence at 0 (chaos
-	// seed 150440: the next batch got OUT_OF_ORDER_SEQUENCE_NUMBER).
-	if sent && s.haveID && !s.cfg.regress.recreateKeepsEpoch {
+	// state (the next batch would get OUT_OF_ORDER_SEQUENCE_NUMBER): a new
+	// epoch starts every partition's sequence at 0.
+	if sent && s.haveID && !s.cfg.regress.on(recreateKeepsEpoch) {
 		s.needBump = true
 	}
 	if count >= int32(len(t.parts)) {
@@ -75,12 +75,12 @@ func (s *sender) dropPartitionLocked(ps *partitionState, err error) {
 // epoch, and once the re-created topic counts epochs from 0 again
 // (topicRecreatedLocked), an old epoch above the new one would make every
 // later metadata answer look stale: the partition would stay at a leader
-// that is not, until delivery.timeout.ms (chaos seed 58973). Without topic
+// that is not, until delivery.timeout.ms. Without topic
 // ids (metadata before v10) re-creation is not seen and the hint applies.
 func (s *sender) hintCurrent(b *batch) bool {
 	t := b.part.topic
 	var none [16]byte
-	return s.cfg.regress.oldTopicHints || b.topicID == none || t.id == none || b.topicID == t.id
+	return s.cfg.regress.on(oldTopicHints) || b.topicID == none || t.id == none || b.topicID == t.id
 }
 
 // leaderHint applies a KIP-951 CurrentLeader hint from the answer to b's

@@ -253,7 +253,7 @@ func staleHintRun(t *testing.T, oldHints bool) (v, failures []string) {
 		c, n := memCluster(t, broker.Config{Nodes: 3, RTT: 5 * time.Millisecond, Topics: []broker.TopicConfig{topic}})
 		require.NoError(t, c.MoveLeader("t", 0, 2))
 		p := memProducer(t, c, n, Linger(0), MetadataMaxAge(20*time.Millisecond),
-			optFunc(func(c *config) error { c.regress.oldTopicHints = oldHints; return nil }))
+			bug(t, oldTopicHints, oldHints))
 		l := newLedger("a", "t")
 		warmUp(t, p, l, 0)
 		c.SetRTT(2, 300*time.Millisecond)
@@ -288,6 +288,7 @@ func TestStaleTopicHintIgnored(t *testing.T) {
 	require.Empty(t, v)
 	require.Empty(t, failures)
 
+	needRegress(t)
 	v, failures = staleHintRun(t, true)
 	t.Logf("negative control: %d records failed: %v", len(failures), firstN(failures, 1))
 	require.Empty(t, v)

@@ -1,8 +1,9 @@
 // Package testhooks reaches test-only knobs of the module's public packages
 // from its other packages, so that the knobs stay out of the public API (as
 // net/http keeps testHookEnterRoundTrip unexported). A public package sets
-// its hooks when it is initialised; nothing outside the module can import
-// this package.
+// its hooks when it is initialised, and only in builds with the
+// longhaul_regress tag: in the default build every hook is nil. Nothing
+// outside the module can import this package.
 package testhooks
 
 // FixedWindow is set by package inflight. It makes limiter l, which must be

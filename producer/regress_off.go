@@ -1,0 +1,13 @@
+//go:build !longhaul_regress
+
+package producer
+
+// regressions is empty in the default build: no knob can be set, and on
+// is the constant false, so the compiler drops the code behind each knob.
+type regressions struct{}
+
+func (regressions) on(knob) bool { return false }
+
+// fixedWindow is the per-partition limit a negative control imposes on
+// the limiter (0: none); always 0 here.
+func (regressions) fixedWindow() int { return 0 }
