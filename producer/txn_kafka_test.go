@@ -38,6 +38,9 @@ func TestTxnCoreOnKafka(t *testing.T) {
 				"transaction.state.log.replication.factor": "1",
 				"transaction.state.log.min.isr":            "1",
 				"offsets.topic.replication.factor":         "1",
+				// The timeout probe below waits for the coordinator's
+				// abort of a timed-out transaction (default every 10 s).
+				"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
 			}
 			c := kafkatest.Start(t, opts)
 			const topic = "txn-out"
@@ -55,6 +58,7 @@ func TestTxnCoreOnKafka(t *testing.T) {
 				offset: func() int64 { return stableOffset(t, d.group, "eos", "in", 0) },
 			})
 			t.Logf("transaction version %d: %d produce answers CONCURRENT_TRANSACTIONS (previous markers pending), retried", tc.tv, d.concurrent)
+			probeTimedOutCommit(t, c, cfg, topic)
 		})
 	}
 }
@@ -138,4 +142,34 @@ func stableOffset(t *testing.T, coord *protocol.Conn, group, topic string, parti
 	}
 	t.Fatal("offsets never stable")
 	return -1
+}
+
+// probeTimedOutCommit checks what Kafka 4.4.0 answers a commit of a
+// transaction its coordinator aborted for outliving
+// transaction.timeout.ms: under transaction version 2 INVALID_TXN_STATE
+// (KAFKA-20785, which makes it PRODUCER_FENCED, is not in 4.4.0), so the
+// core reports it fatal; under version 1 PRODUCER_FENCED (the abort bumped
+// the epoch), reported fenced. Nothing of the transaction is read.
+func probeTimedOutCommit(t *testing.T, c *kafkatest.Cluster, cfg protocol.DialConfig, topic string) {
+	d := newTxnWireDriver(t, c.DirectAddr(0), cfg, topic, 2)
+	d.txnID += "-timeout"
+	d.core = newTxnCore(d.txnID, 1000, false, true)
+	tv := protocol.TxnVersion(d.boot)
+	p0 := protocol.TopicPartition{Topic: topic, Partition: 0}
+	require.NoError(t, d.core.initTransactions())
+	require.NoError(t, d.until(txnOpInit))
+	require.NoError(t, d.core.begin(tv))
+	require.NoError(t, d.produce(p0, "timed-out"))
+	time.Sleep(4 * time.Second) // 1 s timeout, 0.5 s scan
+	require.NoError(t, d.core.commit())
+	err := d.until(txnOpCommit)
+	if tv == 2 {
+		require.ErrorIs(t, err, kerr.InvalidTxnState)
+		require.ErrorIs(t, err, errTxnFatal)
+	} else {
+		require.ErrorIs(t, err, kerr.ProducerFenced)
+		require.ErrorIs(t, err, errTxnFenced)
+	}
+	t.Logf("transaction version %d: commit after the coordinator's timeout abort: %v (state %v)", tv, err, d.core.state)
+	require.NotContains(t, readCommitted(t, c, topic, 6)[0], "timed-out")
 }
