@@ -135,8 +135,9 @@ func TestTracerSpanPerRecord(t *testing.T) {
 // TestTracerFailures: a span ends with status Error, error.type and the
 // error as an event for a broker error the producer does not retry, and
 // for records Produce refuses (too large, after Close); a Record
-// produced again replaces its traceparent instead of adding one, and
-// the header slice it shared with another record is left alone.
+// produced again is a child of its previous send unless its Context is
+// reset, replaces its traceparent instead of adding one, and leaves the
+// header slice it shared with another record alone.
 func TestTracerFailures(t *testing.T) {
 	tr := startTraced(t)
 	tr.c.InjectError("t", 0, kerr.InvalidRecord.Code, 1)
@@ -153,8 +154,13 @@ func TestTracerFailures(t *testing.T) {
 	other := &producer.Record{Topic: "t", Value: []byte("w"), Headers: shared}
 	other.SetPartition(1)
 	require.NoError(t, tr.p.ProduceSync(context.Background(), again, other).FirstErr())
+	first := trace.SpanContextFromContext(again.Context)
+	require.NoError(t, tr.p.ProduceSync(context.Background(), again).FirstErr())
+	second := spanNamed(t, tr.exp.GetSpans(), trace.SpanContextFromContext(again.Context).SpanID())
+	require.Equal(t, first.SpanID(), second.Parent.SpanID(), "produced again without resetting Context: a child of the first send")
 	again.Context = nil
 	require.NoError(t, tr.p.ProduceSync(context.Background(), again).FirstErr())
+	require.False(t, spanNamed(t, tr.exp.GetSpans(), trace.SpanContextFromContext(again.Context).SpanID()).Parent.IsValid(), "Context reset: a new trace")
 	require.Len(t, again.Headers, 2, "one traceparent, replaced")
 	require.Equal(t, []producer.Header{{Key: "own", Value: []byte("x")}}, shared, "the shared slice is unchanged")
 
@@ -163,7 +169,7 @@ func TestTracerFailures(t *testing.T) {
 	require.ErrorIs(t, tr.p.ProduceSync(context.Background(), late).FirstErr(), producer.ErrClosed)
 
 	spans := tr.exp.GetSpans()
-	require.Len(t, spans, 6, "one span per record given to Produce, each ended")
+	require.Len(t, spans, 7, "one span per record given to Produce, each ended")
 	byErr := map[string]tracetest.SpanStub{}
 	for _, s := range spans {
 		if s.Status.Code == codes.Error {
