@@ -77,6 +77,9 @@ type txnMeta struct {
 	timedOut bool
 	// markerEpoch is the epoch the pending or last markers carry.
 	markerEpoch int16
+	// timeoutTimer aborts the ongoing transaction once its timeout
+	// passed; stopped when the transaction ends first.
+	timeoutTimer *time.Timer
 }
 
 // to moves m to state s, panicking on a transition the table does not
@@ -276,7 +279,7 @@ func (c *Cluster) beginTxn(m *txnMeta, now time.Time) {
 	m.started = now
 	m.seq++
 	seq := m.seq
-	c.after(m.timeout, func() {
+	m.timeoutTimer = c.after(m.timeout, func() {
 		if m.seq == seq && m.state == txnOngoing {
 			c.txnStats.TimedOut++
 			m.timedOut = true
@@ -305,6 +308,8 @@ func (c *Cluster) prepareEnd(m *txnMeta, commit bool, markerEpoch int16) {
 	}
 	m.seq++
 	m.markerEpoch = markerEpoch
+	c.stopTimer(m.timeoutTimer)
+	m.timeoutTimer = nil
 	if len(m.parts) == 0 && len(m.groups) == 0 {
 		c.completeTxn(m) // nothing to mark
 		return
@@ -412,10 +417,11 @@ func controlBatch(pid int64, epoch int16, commit bool, coordEpoch int32, now tim
 }
 
 // after runs fn with c.mu held once d passed, unless the cluster closed
-// first. c.mu is held.
-func (c *Cluster) after(d time.Duration, fn func()) {
+// (or stopTimer stopped it) first, and returns its timer (nil after
+// Close). c.mu is held.
+func (c *Cluster) after(d time.Duration, fn func()) *time.Timer {
 	if c.closed {
-		return
+		return nil
 	}
 	c.wg.Add(1)
 	var tm *time.Timer
@@ -429,6 +435,16 @@ func (c *Cluster) after(d time.Duration, fn func()) {
 		}
 	})
 	c.timers[tm] = struct{}{}
+	return tm
+}
+
+// stopTimer stops a timer of after that has not fired; nil is ignored.
+// c.mu is held.
+func (c *Cluster) stopTimer(tm *time.Timer) {
+	if _, ok := c.timers[tm]; ok && tm.Stop() {
+		delete(c.timers, tm)
+		c.wg.Done()
+	}
 }
 
 // stopTimers stops every pending timer of after. c.mu is held.

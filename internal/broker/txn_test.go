@@ -501,3 +501,27 @@ func TestTxnKafka24Node(t *testing.T) {
 		t.Fatalf("read_committed read %q", got)
 	}
 }
+
+// TestTxnTimeoutTimerStopped: a transaction that ends before its timeout
+// leaves no timer behind, so long runs of short transactions do not pile
+// up timers.
+func TestTxnTimeoutTimerStopped(t *testing.T) {
+	c := startCluster(t, Config{Topics: []TopicConfig{{Name: "t", Partitions: 1}}})
+	c.HoldMarkers(true) // no marker timers either
+	x := newTxnWire(t, c, "a")
+	pid, epoch := x.mustInit()
+	for i := range 20 {
+		wantCode(t, "produce", x.produce(12, 0, pid, epoch, 0, 1).ErrorCode, nil)
+		end := x.end(5, pid, epoch, i%2 == 0)
+		wantCode(t, "end", end.ErrorCode, nil)
+		c.HoldMarkers(false)
+		c.HoldMarkers(true)
+		pid, epoch = end.ProducerID, end.ProducerEpoch
+	}
+	c.mu.Lock()
+	n := len(c.timers)
+	c.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d timers pending after 20 ended transactions, want 0", n)
+	}
+}
