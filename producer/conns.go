@@ -128,6 +128,7 @@ func (s *sender) dialed(n *nodeState, addr string, c *protocol.Conn, err error, 
 	n.failures = 0
 	n.lastErr = nil
 	n.conn = c
+	n.throttledUntil = time.Time{} // a throttle mutes the connection it was answered on
 	// The handshake's round trip is the fastest answer this connection
 	// has seen so far: a broker already queueing requests from the
 	// start shows as such (holdLingered).
@@ -308,4 +309,52 @@ func fatalCause(err error) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %w", ErrAuthentication, err)
+}
+
+// throttled takes note of a throttle time d in sr's answer. From Produce
+// v6 on (KIP-219) a broker over a quota answers at once and then reads
+// nothing from the connection for d: requests written meanwhile only wait
+// in its socket, each behind the previous one's throttle, until they pass
+// request.timeout.ms and close the connection with their batches' fate
+// unknown. So nothing more is sent on the connection until d has passed
+// (sendToNode; windows and the first-batch gate are untouched), and the
+// requests already on it get their deadlines moved by the part of d not
+// already muted, which the broker spends not reading them. Below v6 the
+// broker delays its answer itself instead, so there is nothing to wait out.
+func (s *sender) throttled(sr *sentRequest, d time.Duration, now time.Time) {
+	n := sr.node
+	if d <= 0 || sr.version < 6 || sr.conn != n.conn {
+		return // an older connection's mute is not the current one's
+	}
+	s.stats.throttles.Add(1)
+	until := now.Add(d)
+	if !until.After(n.throttledUntil) {
+		return
+	}
+	ext := until.Sub(later(now, n.throttledUntil))
+	n.throttledUntil = until
+	s.stats.throttledNanos.Add(int64(ext))
+	n.conn.ExtendDeadlines(ext)
+}
+
+// throttleEnds returns when n's throttle ends, or, once it has ended, lets
+// the partitions held for it send again and returns the zero time.
+func (s *sender) throttleEnds(n *nodeState, now time.Time) time.Time {
+	if n.throttledUntil.IsZero() {
+		return time.Time{}
+	}
+	if now.Before(n.throttledUntil) {
+		return n.throttledUntil
+	}
+	n.throttledUntil = time.Time{}
+	s.unblock(n)
+	return time.Time{}
+}
+
+// later returns the later of two times.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

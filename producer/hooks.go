@@ -205,8 +205,11 @@ type HookBrokerDisconnect interface {
 
 // HookThrottle is called for every ProduceResponse carrying a throttle
 // time (a broker quota, ThrottleMillis > 0). Brokers since Kafka 2.0
-// answer first and then mute the connection for that long; the producer
-// does not wait on its own.
+// (Produce v6+, KIP-219) answer first and then read nothing from the
+// connection for that long, so the producer sends nothing more on that
+// connection until the throttle has passed, and the requests already on
+// it do not count that time against request.timeout.ms ([Stats.Throttles],
+// [Stats.ThrottledTime]). Older brokers delay the answer themselves.
 type HookThrottle interface {
 	OnThrottle(node int32, throttle time.Duration)
 }

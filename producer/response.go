@@ -51,6 +51,7 @@ func (s *sender) handleProduce(sr *sentRequest) {
 	s.cfg.hooks.throttled(sr.node.id, pr)
 	if pr != nil {
 		s.learnEndpoints(pr.Brokers)
+		s.throttled(sr, time.Duration(pr.ThrottleMillis)*time.Millisecond, now)
 	}
 	cur := respCursor{pr: pr, version: sr.version}
 	for i, b := range sr.batches {

@@ -97,6 +97,7 @@ type senderProbe struct {
 
 type senderStats struct {
 	recordsSent, recordsFailed, batchesSent, batchesRetried atomic.Int64
+	throttles, throttledNanos                               atomic.Int64 // Stats.Throttles, Stats.ThrottledTime
 }
 
 // nodeState is one broker as the sender sees it.
@@ -110,13 +111,17 @@ type nodeState struct {
 	dialing      bool
 	backoffUntil time.Time
 	failures     int
-	lastErr      error             // why the last connection failed, for timeouts
-	rtMin        time.Duration     // fastest response on conn (0: none yet)
-	rtLast       time.Duration     // the latest response's time on conn
-	hold         bool              // lingered batches of partitions it leads wait (holdLingered)
-	connected    atomic.Bool       // for Stats
-	cand         []*partitionState // scratch: partitions with a batch for this node
-	blocked      []*partitionState // partitions waiting for a connection or a request slot
+	lastErr      error         // why the last connection failed, for timeouts
+	rtMin        time.Duration // fastest response on conn (0: none yet)
+	rtLast       time.Duration // the latest response's time on conn
+	hold         bool          // lingered batches of partitions it leads wait (holdLingered)
+	// throttledUntil: conn's broker answered with a throttle and reads
+	// nothing from it until then (KIP-219): nothing is sent on it meanwhile
+	// (zero: not throttled; reset with the connection).
+	throttledUntil time.Time
+	connected      atomic.Bool       // for Stats
+	cand           []*partitionState // scratch: partitions with a batch for this node
+	blocked        []*partitionState // partitions waiting for a connection or a request slot
 }
 
 // sentRequest is one ProduceRequest in flight and the batches it carries,
@@ -383,6 +388,7 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 	// connection cannot vanish between gathering its candidates and
 	// sending to it.
 	for _, n := range s.byID {
+		next = earliest(next, s.throttleEnds(n, now))
 		next = earliest(next, s.checkConn(n, now))
 		if n.conn == nil && len(n.blocked) > 0 {
 			// Partitions wait for this node's connection: dial (again,
@@ -562,6 +568,12 @@ func (s *sender) sendToNode(n *nodeState, now time.Time) {
 	version, ok := n.conn.Version(0)
 	if !ok || version < 3 {
 		return // dial() rejects such brokers; the conn is being replaced
+	}
+	if now.Before(n.throttledUntil) {
+		for _, ps := range n.cand {
+			s.blockOn(n, ps) // until the throttle ends (throttleEnds)
+		}
+		return
 	}
 	for len(n.cand) > 0 {
 		// Keep the request under max.request.size; the rest waits for the

@@ -2,6 +2,7 @@ package producer
 
 import (
 	"sort"
+	"time"
 
 	"github.com/longhaul-kafka/longhaul/inflight"
 )
@@ -42,8 +43,16 @@ type Stats struct {
 	// ProduceRequests counts the produce requests sent; BatchesSent per
 	// request is how many partitions' batches each carried on average.
 	ProduceRequests int64
-	Partitions      []PartitionStats // sorted by topic, then partition
-	Nodes           []NodeStats      // sorted by id
+	// Throttles counts the produce answers (Produce v6+) that carried a
+	// throttle time: a broker over a quota (KIP-219), which then reads
+	// nothing from that connection for that long. ThrottledTime is how
+	// long, summed over connections, the producer held sends for them:
+	// nothing is sent on a throttled connection until its throttle ends,
+	// and that wait is not counted against request.timeout.ms.
+	Throttles     int64
+	ThrottledTime time.Duration
+	Partitions    []PartitionStats // sorted by topic, then partition
+	Nodes         []NodeStats      // sorted by id
 }
 
 // Stats returns a snapshot of windows, in-flight counts and totals. It is
@@ -58,6 +67,8 @@ func (p *Producer) Stats() Stats {
 		BatchesSent:     s.stats.batchesSent.Load(),
 		BatchesRetried:  s.stats.batchesRetried.Load(),
 		ProduceRequests: s.reqs.Load(),
+		Throttles:       s.stats.throttles.Load(),
+		ThrottledTime:   time.Duration(s.stats.throttledNanos.Load()),
 	}
 	if id := s.idPub.Load(); id >= 0 {
 		st.ProducerID, st.ProducerEpoch = id>>16, int16(uint16(id))

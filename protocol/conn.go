@@ -361,6 +361,25 @@ func (c *Conn) InFlight() int {
 	return len(c.pend)
 }
 
+// ExtendDeadlines moves the deadline of every request queued or outstanding
+// on c d later (d <= 0 changes nothing). A broker that answers with a
+// throttle time from Produce v6 on (KIP-219) reads nothing more from the
+// connection for that long, so the requests already sent wait that much
+// longer through no fault of the broker's or the network's: a caller that
+// extends their deadlines by the throttle keeps a request timeout from
+// counting the time the connection is muted.
+func (c *Conn) ExtendDeadlines(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.dl {
+		p.deadline = p.deadline.Add(d) // the same shift for all: the heap stays ordered
+	}
+	c.armLocked()
+}
+
 // Close closes the connection. Every queued or outstanding request
 // completes with a [*ConnError] wrapping [ErrConnClosed]; those completions
 // run on other goroutines, so Close may be called from a completion or

@@ -610,3 +610,37 @@ func TestConnMalformedProduceBodyKillsConn(t *testing.T) {
 	<-c.Done()
 	require.ErrorIs(t, c.Err(), ErrMalformedResponse)
 }
+
+// TestExtendDeadlines: ExtendDeadlines moves every pending request's
+// deadline by the same amount, so a broker that mutes the connection for a
+// throttle does not time out the requests already sent; a request sent
+// after the call keeps its own timeout.
+func TestExtendDeadlines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeBroker(t)
+		b.handle = func(RequestHeader, kmsg.Request, func(any)) {} // never answers
+		c := dialT(t, "pipe", DialConfig{Dial: b.pipeDial})
+		o := newOutcome(3)
+		start := time.Now()
+		at := make([]time.Duration, 3)
+		send := func(i int, d time.Duration) {
+			inner := o.done(i)
+			c.Send(mdReq(fmt.Sprint(i)), d, func(r kmsg.Response, err error) {
+				at[i] = time.Since(start)
+				inner(r, err)
+			})
+		}
+		send(0, time.Second)
+		send(1, 2*time.Second)
+		time.Sleep(500 * time.Millisecond)
+		c.ExtendDeadlines(0) // no change
+		c.ExtendDeadlines(3 * time.Second)
+		send(2, time.Second) // at 0.5 s: due at 1.5 s, not moved
+		o.exactlyOnce(t)
+		for i, want := range []time.Duration{4 * time.Second, 5 * time.Second, 1500 * time.Millisecond} {
+			require.ErrorIs(t, o.err[i], ErrRequestTimeout)
+			require.Equal(t, want, at[i], "request %d", i)
+		}
+		c.Close()
+	})
+}
