@@ -167,8 +167,10 @@ func (t *doneTally) addRecords(recs []pendingRecord) {
 
 // settle counts what t holds as called back and empties it.
 func (t *doneTally) settle(p *Producer) {
-	p.mem.Release(t.memory)
-	t.memory = 0
+	if p.cfg.regress.on(releasePerPass) {
+		p.mem.Release(t.memory)
+		t.memory = 0
+	}
 	if len(t.gens) == 0 {
 		return
 	}
