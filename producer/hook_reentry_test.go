@@ -21,7 +21,11 @@ import (
 // Producer.mu held, and would deadlock the sender if made directly (the
 // hook then returns, so a failing run ends instead of hanging).
 type reentrantHook struct {
-	p *Producer // set once New returned, before anything is produced
+	// p is set by setProducer once New returned; ready is closed then.
+	// The sender starts inside New, so a hook (a connection, a producer
+	// id) may run before p is set: each call waits for ready first.
+	p     *Producer
+	ready chan struct{}
 
 	mu      sync.Mutex
 	windows []windowChange
@@ -36,6 +40,7 @@ func (h *reentrantHook) call(where string, f func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		<-h.ready
 		f()
 	}()
 	select {
@@ -80,6 +85,16 @@ func (h *reentrantHook) OnBrokerDisconnect(int32, string, error) {
 }
 func (h *reentrantHook) OnThrottle(int32, time.Duration) { h.probe("OnThrottle") }
 
+func newReentrantHook() *reentrantHook {
+	return &reentrantHook{calls: map[string]int{}, ready: make(chan struct{})}
+}
+
+// setProducer hands the hook the producer its calls go to.
+func (h *reentrantHook) setProducer(p *Producer) {
+	h.p = p
+	close(h.ready)
+}
+
 func (h *reentrantHook) snapshot() (windows []windowChange, rejects int, stuck []string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -94,9 +109,9 @@ func (h *reentrantHook) snapshot() (windows []windowChange, rejects int, stuck [
 // again, and Close never returned.
 func TestHookMayReadProducerOnLeaderChangeFromMetadata(t *testing.T) {
 	c := startCluster(t, broker.Config{Nodes: 2, Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
-	h := &reentrantHook{calls: map[string]int{}}
+	h := newReentrantHook()
 	p := newTestProducer(t, c, Hooks(h), MetadataMaxAge(50*time.Millisecond))
-	h.p = p
+	h.setProducer(p)
 
 	produceN(t, p, "t", 0, "a", 3)
 	windows, _, _ := h.snapshot()
@@ -137,9 +152,9 @@ func TestHookMayReadProducerOnLeaderChangeFromMetadata(t *testing.T) {
 // (shutdown called it inside the lock, and Close never returned).
 func TestHookMayReadProducerWhenCloseFailsInFlight(t *testing.T) {
 	c := startCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
-	h := &reentrantHook{calls: map[string]int{}}
+	h := newReentrantHook()
 	p := newTestProducer(t, c, Hooks(h))
-	h.p = p
+	h.setProducer(p)
 	produceN(t, p, "t", 0, "a", 1) // connected, producer id known
 
 	c.Stall(0, time.Hour) // the next batch stays in flight
