@@ -70,6 +70,10 @@ type Options struct {
 	// JVMFlags are added to every node's JVM flags, for example
 	// [KDC.JVMFlag] for a GSSAPI listener.
 	JVMFlags []string
+	// Classpath entries (jars or class directories) are appended to every
+	// node's classpath, after Kafka's, for example a class a broker
+	// config names (create.topic.policy.class.name).
+	Classpath []string
 	// Features are finalized feature levels to format the storage with
 	// (KRaft releases 3.9+: StorageTool's --feature name=level, KIP-1022),
 	// for example {"transaction.version": 1}; nil formats at the
@@ -134,7 +138,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		}
 		t.Fatalf("kafkatest: %v", err)
 	}
-	classpath := filepath.Join(libs, "*")
+	classpath := strings.Join(append([]string{filepath.Join(libs, "*")}, o.Classpath...), string(os.PathListSeparator))
 	agentJar := ""
 	for i := range o.Nodes {
 		if o.Agent != nil && o.Agent(i) {
@@ -493,7 +497,8 @@ func (c *Cluster) CutAll() int {
 }
 
 // Classpath returns the Java classpath holding Kafka, its tools and the
-// log4j binding (a directory wildcard, as java -cp accepts).
+// log4j binding (a directory wildcard, as java -cp accepts), then
+// [Options.Classpath].
 func (c *Cluster) Classpath() string { return c.classpath }
 
 // ClusterID returns the KRaft cluster id the storage was formatted with.

@@ -3,6 +3,9 @@ package kafkatest
 import (
 	"context"
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,6 +32,14 @@ import (
 //     the record waits max.block.ms and fails with ErrTopicMetadata
 //     wrapping UNKNOWN_TOPIC_OR_PARTITION; the topic does not exist.
 //   - A topic created explicitly is produced to as usual.
+//   - On a second broker, with a default.replication.factor of 1 and a
+//     create.topic.policy.class.name refusing names that start with
+//     "refused-" (testdata/policy, compiled here with javac), an
+//     auto-creation the policy refuses (POLICY_VIOLATION at the
+//     controller) also waits max.block.ms and fails with ErrTopicMetadata
+//     wrapping UNKNOWN_TOPIC_OR_PARTITION; the topic does not exist and
+//     the policy's file shows it was asked. A name the policy allows is
+//     auto-created and produced to: the refusal is the policy's.
 func TestMetadataVerdictsOnKafka(t *testing.T) {
 	c := Start(t, Options{BrokerConfig: map[string]string{
 		"auto.create.topics.enable":  "true",
@@ -71,6 +82,48 @@ func TestMetadataVerdictsOnKafka(t *testing.T) {
 			t.Fatalf("the broker log should show the controller refusing the creation:\n%s", c.nodes[0].logTail(40))
 		}
 	})
+	t.Run("PolicyRefusedAutoCreation", func(t *testing.T) {
+		classes := buildPolicy(t)
+		policyLog := filepath.Join(t.TempDir(), "policy.log")
+		pc := Start(t, Options{
+			BrokerConfig: map[string]string{
+				"auto.create.topics.enable":      "true",
+				"default.replication.factor":     "1",
+				"create.topic.policy.class.name": "kafkatest.RefusePrefixPolicy",
+			},
+			Classpath: []string{classes},
+			JVMFlags:  []string{"-Dkafkatest.policy.prefix=refused-", "-Dkafkatest.policy.log=" + policyLog},
+		})
+		p := newLonghaul(t, pc.Bootstrap(), nil, producer.MaxBlock(5*time.Second))
+		res := p.ProduceSync(context.Background(), &producer.Record{Topic: "refused-by-policy", Value: []byte("v")})
+		err := res[0].Err
+		if !errors.Is(err, producer.ErrTopicMetadata) || !errors.Is(err, kerr.UnknownTopicOrPartition) {
+			t.Fatalf("got %v, want ErrTopicMetadata wrapping UNKNOWN_TOPIC_OR_PARTITION after max.block.ms", err)
+		}
+		if !strings.Contains(err.Error(), "not known after 5000 ms") {
+			t.Fatalf("got %v, want the max.block.ms failure", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, merr := pc.topicMetadata(ctx, pc.nodes[0].directAddr, "refused-by-policy"); !errors.Is(merr, kerr.UnknownTopicOrPartition) {
+			t.Fatalf("the topic should not exist: %v", merr)
+		}
+		// The allowed name waits for its creation like any new topic.
+		p2 := newLonghaul(t, pc.Bootstrap(), nil, producer.MaxBlock(time.Minute))
+		if err := p2.ProduceSync(ctx, &producer.Record{Topic: "allowed-by-policy", Value: []byte("v")})[0].Err; err != nil {
+			t.Fatalf("a name the policy allows: %v", err)
+		}
+		b, rerr := os.ReadFile(policyLog)
+		if rerr != nil {
+			t.Fatalf("the policy wrote nothing: %v", rerr)
+		}
+		if !strings.Contains(string(b), "refused-by-policy refused\n") || !strings.Contains(string(b), "allowed-by-policy allowed\n") {
+			t.Fatalf("the policy's log should show both topics asked:\n%s", b)
+		}
+		if pc.nodes[0].logContains("INVALID_REPLICATION_FACTOR") {
+			t.Fatalf("the refusal should be the policy's, not the replication factor's:\n%s", pc.nodes[0].logTail(40))
+		}
+	})
 	t.Run("CreatedTopic", func(t *testing.T) {
 		c.CreateTopic(t, "made", 1, 1, nil)
 		p := newLonghaul(t, c.Bootstrap(), nil)
@@ -78,4 +131,31 @@ func TestMetadataVerdictsOnKafka(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// buildPolicy compiles testdata/policy against the Kafka jars into a class
+// directory for [Options.Classpath]. Without javac it skips, or fails
+// with LONGHAUL_REQUIRE_KAFKA=1.
+func buildPolicy(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("javac"); err != nil {
+		if !required() {
+			t.Skipf("javac not found (LONGHAUL_REQUIRE_KAFKA=1 makes this a failure)")
+		}
+		t.Fatal("javac not found")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), jarTimeout)
+	defer cancel()
+	libs, err := Release{}.EnsureJars(ctx, t.Logf)
+	if err != nil {
+		t.Fatalf("kafkatest: %v", err)
+	}
+	src := filepath.Join("testdata", "policy", "kafkatest", "RefusePrefixPolicy.java")
+	classes := t.TempDir()
+	out, err := exec.CommandContext(ctx, "javac", "--release", "17", "-nowarn", "-encoding", "UTF-8",
+		"-cp", filepath.Join(libs, "*"), "-d", classes, src).CombinedOutput()
+	if err != nil {
+		t.Fatalf("javac of the policy: %v\n%s", err, out)
+	}
+	return classes
 }
