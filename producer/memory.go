@@ -32,6 +32,10 @@ type memBudget struct {
 	mu      sync.Mutex
 	debt    int64 // forced beyond the limit, paid back first by Release
 	waiters []*memWaiter
+	// owing: TakeOrOwe refused while something was owed; the release that
+	// pays the debt off calls paid (the sender's wake), so it tries again.
+	owing bool
+	paid  func()
 
 	regress regressions // memUnbounded, memForceKeepsFree (negative controls; empty in the default build)
 }
@@ -140,6 +144,36 @@ func (m *memBudget) Force(n int64) {
 	}
 }
 
+// TakeOrOwe takes n bytes for the sender goroutine, which cannot wait: from
+// the free bytes if that many are free (ahead of waiting Produce calls: the
+// bytes serve records already accepted), else what is free and the rest
+// owed, as Force does, as long as the debt stays within most. Otherwise it
+// takes nothing and reports false; the release that pays the debt off
+// calls paid. So what TakeOrOwe owes never takes the budget past its limit
+// plus most, and is paid back before Produce may acquire again.
+func (m *memBudget) TakeOrOwe(n, most int64) bool {
+	if n <= 0 {
+		return true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.take(n) {
+		return true
+	}
+	for {
+		f := m.free.Load()
+		paid := max(0, min(f, n))
+		if m.debt+n-paid > most {
+			m.owing = true
+			return false
+		}
+		if m.free.CompareAndSwap(f, f-paid) {
+			m.debt += n - paid
+			return true
+		}
+	}
+}
+
 // Release gives back n bytes; forced bytes are paid back first.
 func (m *memBudget) Release(n int64) {
 	if n <= 0 {
@@ -155,6 +189,12 @@ func (m *memBudget) Release(n int64) {
 func (m *memBudget) releaseLocked(n int64) {
 	paid := min(m.debt, n)
 	m.debt -= paid
+	if m.owing && m.debt == 0 {
+		m.owing = false
+		if m.paid != nil {
+			m.paid() // must not block: a wake
+		}
+	}
 	if n > paid {
 		if m.free.Add(n-paid) > m.limit {
 			panic("producer: buffer.memory released more than held")

@@ -54,6 +54,7 @@ type sender struct {
 	ready       []*partitionState // partitions to visit in the next pass (markReady)
 	visit       []*partitionState // scratch: ready as taken by a pass
 	backoffWait []*partitionState // partitions with a batch waiting for their backoff to end
+	splitWait   []*partitionState // partitions whose split waits for buffer.memory (split)
 	rescan      bool              // visit every active partition in the next pass
 	holding     bool              // some node holds lingered batches (holdLingered)
 	seenBump    bool              // needBump as of the last pass
@@ -190,6 +191,7 @@ func newSender(p *Producer) *sender {
 	s := &sender{p: p, cfg: &p.cfg, pid: -1, epoch: -1, nodes: make(map[int32]*nodeState), base: time.Now(), probe: p.cfg.probe}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.idPub.Store(-1)
+	p.mem.paid = p.wakeSender // a split waiting for buffer.memory tries again (split)
 	return s
 }
 
@@ -293,6 +295,11 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 	}
 	clear(s.backoffWait[len(keepB):])
 	s.backoffWait = keepB
+	for i, ps := range s.splitWait {
+		s.markReady(ps) // split tries again; a refusal lists it again
+		s.splitWait[i] = nil
+	}
+	s.splitWait = s.splitWait[:0]
 
 	s.holdLingered()
 	p.mu.Lock()
@@ -417,8 +424,9 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 		if s.needBump {
 			s.park(ps)
 		}
-		if len(ps.retry) > 0 && ps.retry[0].split && len(ps.inflight) == 0 && !s.needBump {
-			s.split(ps) // before any position is reserved for it
+		if len(ps.retry) > 0 && ps.retry[0].split && len(ps.inflight) == 0 && !s.needBump && !s.split(ps) {
+			s.splitWait = append(s.splitWait, ps) // before any position is reserved for it
+			continue
 		}
 		if rearm := s.cfg.idleRearm; rearm > 0 && len(ps.inflight) == 0 && len(ps.retry) == 0 &&
 			!ps.lastAck.IsZero() && now.Sub(ps.lastAck) > rearm {

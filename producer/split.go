@@ -16,7 +16,19 @@ import (
 // ps has nothing in flight. The halves and every batch waiting behind them
 // get fresh ords: ords are window positions, and the broker will retain one
 // batch more than before for the same records.
-func (s *sender) split(ps *partitionState) {
+//
+// buffer.memory: each half gets a buffer of exactly its size, and b's is
+// given back, so a split holds one batch header and the varint changes more
+// than b did, never a pooled buffer per half. The sender cannot wait for
+// that difference, so it is taken with TakeOrOwe: owed past the limit at
+// most one batch buffer in all (batchBufferMost), the bound buffer.memory
+// keeps anyway. Past that split takes nothing and reports false, and the
+// partition waits (sendReady lists it in splitWait) until the release that
+// pays the debt off wakes the sender. A partition whose every split is
+// refused again needs only a header per level of splitting before a single
+// record fails alone and gives its bytes back, so a batch buffer of debt
+// always lets one partition get there.
+func (s *sender) split(ps *partitionState) bool {
 	b := ps.retry[0]
 	info, recs, err := protocol.ParseRecordBatch(b.bytes, int(b.memory)+protocol.RecordBatchOverhead)
 	if err != nil || len(recs) != len(b.records) || len(recs) < 2 {
@@ -24,11 +36,18 @@ func (s *sender) split(ps *partitionState) {
 		// is a bug, and the records are at least reported.
 		b.split = false
 		s.p.log.Error("splitting a batch we built failed; sending it whole", "err", err)
-		return
+		return true
 	}
 	half := len(recs) / 2
-	b1 := s.splitPart(ps, b, recs[:half], b.records[:half], info, b.seq)
-	b2 := s.splitPart(ps, b, recs[half:], b.records[half:], info, addSeq(b.seq, half))
+	need1, need2 := splitSize(recs[:half]), splitSize(recs[half:])
+	if !s.p.mem.TakeOrOwe(int64(need1+need2)-b.memory, int64(s.p.batchBufferMost())) {
+		return false
+	}
+	if d := b.memory - int64(need1+need2); d > 0 {
+		s.p.mem.Release(d)
+	}
+	b1 := s.splitPart(ps, b, recs[:half], b.records[:half], b.seq, need1)
+	b2 := s.splitPart(ps, b, recs[half:], b.records[half:], addSeq(b.seq, half), need2)
 	b1.bytes, b2.bytes = s.build(b1, info), s.build(b2, info)
 
 	ps.retry[0] = b1
@@ -56,14 +75,30 @@ func (s *sender) split(ps *partitionState) {
 		"seq", b.seq, "records", len(recs), "err", b.lastErr)
 	// b's memory now belongs to the halves, each holding its own buffer;
 	// b itself is dropped (not recycled: its records slice is shared with
-	// them).
-	b1.memory, b2.memory = b.memory, 0
+	// them). settleMemory changes nothing unless splitSize was wrong.
 	s.p.settleMemory(b1)
 	s.p.settleMemory(b2)
+	return true
 }
 
-func (s *sender) splitPart(ps *partitionState, b *batch, recs []protocol.Record, prs []pendingRecord, info protocol.BatchInfo, seq int32) *batch {
-	h := newBatch(ps, b.created, s.p.batchBufferMost())
+// splitSize is the exact buffer a batch of recs needs: the header and each
+// record encoded with its deltas to the first.
+func splitSize(recs []protocol.Record) int {
+	n := protocol.RecordBatchOverhead
+	for i, r := range recs {
+		n += protocol.RecordSize(r.Timestamp-recs[0].Timestamp, int32(i), r.Key, r.Value, r.Headers)
+	}
+	return n
+}
+
+// splitPart makes a half of b holding recs in a buffer of exactly need
+// bytes (splitSize), which it holds of buffer.memory.
+func (s *sender) splitPart(ps *partitionState, b *batch, recs []protocol.Record, prs []pendingRecord, seq int32, need int) *batch {
+	h := smallBatches.Get().(*batch)
+	h.part, h.created = ps, b.created
+	h.builder = protocol.BatchBuilder{} // not a pooled buffer: it would count more than the half needs
+	h.builder.GrowCap(need)
+	h.memory = int64(need)
 	for i, r := range recs {
 		h.builder.Append(r.Timestamp, r.Key, r.Value, r.Headers)
 		h.records = append(h.records, prs[i])

@@ -1,0 +1,99 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/longhaul-kafka/longhaul/internal/broker"
+)
+
+// splitMemoryRun produces records to parts partitions whose every batch
+// the broker refuses as too large (MESSAGE_TOO_LARGE), so each batch is
+// split again and again down to single records, which fail alone. It
+// samples buffer.memory's bytes held (memBudget.Held) after every Produce
+// and in every callback and returns the most, with how many records
+// failed as too large.
+//
+// force, if > 0, is the negative control: half way through, the test
+// forces that many bytes past the limit itself (what the old split did
+// with a pooled buffer per half), giving them back at the end.
+func splitMemoryRun(t *testing.T, parts int32, limit int64, batchSize, records, size int, force int64) (most int64, tooLarge int) {
+	var mu sync.Mutex
+	var other error // the first outcome other than too large
+	defer func() {
+		if other != nil {
+			t.Errorf("a record ended otherwise: %v", other)
+		}
+	}()
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{RTT: 5 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: parts}}})
+		p := memProducer(t, c, n, BufferMemory(limit), BatchSize(batchSize), Linger(5*time.Millisecond),
+			DeliveryTimeout(time.Hour), RequestTimeout(time.Minute), MaxInFlightRequestsPerConnection(5))
+		ctx := context.Background()
+		require.NoError(t, p.ProduceSync(ctx, toPartition("t", 0, []byte("warm"))).FirstErr(), "topic known")
+		for part := range parts {
+			c.InjectError("t", part, kerr.MessageTooLarge.Code, 1<<30)
+		}
+		sample := func() {
+			h := p.mem.Held()
+			mu.Lock()
+			most = max(most, h)
+			mu.Unlock()
+		}
+		var wg sync.WaitGroup
+		for i := range records {
+			wg.Add(1)
+			p.Produce(ctx, toPartition("t", int32(i)%parts, make([]byte, size)), func(_ *Record, err error) {
+				sample()
+				mu.Lock()
+				if errors.Is(err, kerr.MessageTooLarge) {
+					tooLarge++
+				} else if other == nil {
+					other = err
+				}
+				mu.Unlock()
+				wg.Done()
+			})
+			if i == records/2 {
+				p.mem.Force(force)
+			}
+			sample()
+		}
+		wg.Wait()
+		p.mem.Release(force)
+		require.True(t, memoryReleased(p), "every byte back once every callback ran")
+	})
+	return most, tooLarge
+}
+
+// TestSplitKeepsBufferMemoryBound: splitting a batch the broker refused as
+// too large must not take buffer.memory past its bound, buffer.memory
+// plus one batch buffer (what a batch buffer's growth, which cannot wait,
+// may force past it before releases pay it back). 32 partitions,
+// buffer.memory 128 KiB, batch.size 4 KiB, every batch refused: each
+// split used to give both halves a new buffer, forced past the limit on
+// the sender goroutine, and the producer held up to 157,814 bytes against
+// the bound of 135,168.
+func TestSplitKeepsBufferMemoryBound(t *testing.T) {
+	const limit, batchSize = 128 << 10, 4 << 10
+	poolBuffers(t, 256, keepBuffer) // what earlier tests of the process may leave
+	for _, force := range []int64{0, 2 * batchSize} {
+		t.Run(map[bool]string{true: "split", false: "negative-control"}[force == 0], func(t *testing.T) {
+			most, tooLarge := splitMemoryRun(t, 32, limit, batchSize, 2000, 100, force)
+			t.Logf("held at most %d bytes of a bound of %d; %d records failed as too large", most, limit+batchSize, tooLarge)
+			require.Equal(t, 2000, tooLarge, "every record was split down to itself and failed alone")
+			if force > 0 {
+				require.Greater(t, most, int64(limit+batchSize), "negative control: the sampling sees bytes forced past the bound")
+				return
+			}
+			require.LessOrEqual(t, most, int64(limit+batchSize), "buffer.memory plus one batch buffer")
+		})
+	}
+}
