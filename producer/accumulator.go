@@ -359,13 +359,13 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, 
 		idx = r.partition
 	case p.cfg.partitioner != nil: // one nil check on the default path
 		var err error
-		if idx, sticky, err = placeWith(p.cfg.partitioner, t, r, n); err != nil {
+		if idx, sticky, err = placeWith(p.cfg.partitioner, t, r, n, p.stickyAmong(t)); err != nil {
 			return err
 		}
 	case r.Key != nil && !p.cfg.ignoreKeys:
 		idx = keyPartition(r.Key, n)
 	default:
-		idx, sticky = t.sticky.pick(n), true
+		idx, sticky = p.stickyPick(t, n), true
 	}
 	ps := t.parts[idx]
 	b := ps.open
@@ -389,8 +389,8 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, 
 			hadOpen && p.cfg.regress.on(stickyLeftover) || !hadOpen && p.cfg.regress.on(stickyStartAlone) {
 			break
 		}
-		t.sticky.move(n, p.queuedFunc(t))
-		idx = t.sticky.pick(n)
+		p.stickyMove(t, n)
+		idx = p.stickyPick(t, n)
 		ps = t.parts[idx]
 		b, hadOpen = ps.open, ps.open != nil
 	}
@@ -440,7 +440,7 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, 
 	// fills that batch before the move, so it is not left alone.
 	boundary := full || started && (p.cfg.regress.on(stickyLeftover) || p.cfg.regress.on(stickyStartAlone) && !hadOpen)
 	if sticky && t.sticky.placed(pr.size, p.cfg.batchSize, boundary) {
-		t.sticky.move(n, p.queuedFunc(t))
+		p.stickyMove(t, n)
 	}
 	return nil
 }

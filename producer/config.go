@@ -43,6 +43,8 @@ type config struct {
 	autoCreateTopics   bool
 	ignoreKeys         bool
 	adaptive           bool
+	clientRack         string // client.rack
+	rackAware          bool   // partitioner.rack.aware
 	windowCap          int
 	idleRearm          time.Duration
 	coalesce           int // longhaul.coalesce.requests
@@ -186,6 +188,8 @@ var properties = append([]property{
 	{"allow.auto.create.topics", "true", "true: ask the broker to create a missing topic (its auto.create.topics.enable decides)", boolSetter(func(c *config, b bool) { c.autoCreateTopics = b })},
 	{"partitioner.ignore.keys", "false", "true: sticky partitioning even for keyed records", boolSetter(func(c *config, b bool) { c.ignoreKeys = b })},
 	{"partitioner.adaptive.partitioning.enable", "true", "true: records without a key go to partitions with less queued data (KIP-794)", boolSetter(func(c *config, b bool) { c.adaptive = b })},
+	{"client.rack", "", "the rack this producer runs in, for partitioner.rack.aware (a broker's rack is its broker.rack)", func(c *config, v string) error { c.clientRack = v; return nil }},
+	{"partitioner.rack.aware", "false", "true, with client.rack set: records without a key go to partitions whose leader is in client.rack when the topic has any (KIP-1123)", boolSetter(func(c *config, b bool) { c.rackAware = b })},
 	maxWindowValue.row("0", "cap on batches in flight per partition below the broker's window; 0 = the broker's window"),
 	coalesceValue.row("5", "while a broker queues our requests (its latest produce response took over twice the fastest answer on the connection), batches past linger.ms wait while this many produce requests are in flight to it, for at most that response's time, and go together in the next request once a response frees a slot; 0 = never"),
 	idleRearmValue.row("300000", "after this long without an acknowledgement a partition sends one batch alone again (the broker may have expired our state); keep it below the brokers' producer.id.expiration.ms; 0 = never"),

@@ -206,6 +206,7 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult, asked bool) {
 	again := false
 	var leaders []leaderUpdate
 	s.p.mu.Lock()
+	s.p.setRacksLocked(res)
 	for name, tm := range res.Topics {
 		t := s.p.topics[name]
 		if t == nil {
@@ -238,6 +239,7 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult, asked bool) {
 			changed = true
 		}
 		t.id = tm.ID
+		s.p.noteLeadersLocked(t, tm.Partitions, res.Brokers)
 		if count > int32(len(t.parts)) {
 			s.p.setPartitionsLocked(t, count, now)
 			changed = true
@@ -381,6 +383,7 @@ func (s *sender) applyLeader(ps *partitionState, leader, epoch int32) {
 	ps.hasPending = false
 	ps.leader, ps.leaderEpoch = leader, epoch
 	ps.leaderPub.Store(leader)
+	s.p.leadersGen.Add(1)
 	s.markReady(ps)
 	// Resets the window to 5 and re-arms the first-batch gate.
 	s.p.limiter.SetLeader(ps.admission, leader, epoch)

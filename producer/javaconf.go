@@ -127,7 +127,6 @@ var ignoredProperties = map[string]ignoredProperty{
 	"isolation.level":               notForProducer(whyConsumer),
 	"check.crcs":                    notForProducer(whyConsumer),
 	"exclude.internal.topics":       notForProducer(whyConsumer),
-	"client.rack":                   notForProducer(whyConsumer),
 	"key.deserializer":              notForProducer(whyConsumer),
 	"value.deserializer":            notForProducer(whyConsumer),
 	"default.api.timeout.ms":        notForProducer(whyConsumer),

@@ -1,6 +1,11 @@
 package producer
 
-import "math/rand/v2"
+import (
+	"math/rand/v2"
+	"slices"
+
+	"github.com/longhaul-kafka/longhaul/protocol"
+)
 
 // murmur2 is the Java client's Utils.murmur2, so keyed records land on the
 // same partition as they would from a Java producer.
@@ -57,11 +62,112 @@ type stickyPartitioner struct {
 	current  int32      // -1 until chosen
 	produced int        // record bytes placed on current since it was chosen
 	rand     *rand.Rand // the producer's randSources.part
+
+	// leaders are the partitions' leaders in the latest metadata, for
+	// stickyAmong while the sender has not applied them (records that
+	// waited for the partition count are placed before it does).
+	leaders []int32
+	// among caches stickyAmong's answer for the leaders generation gen
+	// and a topic of count partitions (set says it was computed).
+	among []int32
+	gen   uint64
+	count int
+	set   bool
 }
 
-func (s *stickyPartitioner) pick(numPartitions int32) int32 {
+// preferRack reports whether keyless records prefer partitions led in the
+// client's rack: partitioner.rack.aware with client.rack set, as in the
+// Java client, where an empty client.rack turns it off.
+func (c *config) preferRack() bool { return c.rackAware && c.clientRack != "" }
+
+// setRacksLocked takes each broker's rack from a metadata answer; a change
+// moves leadersGen, so stickyAmong looks again. Called with p.mu held.
+func (p *Producer) setRacksLocked(res *protocol.MetadataResult) {
+	for id := range res.Brokers {
+		rack := res.Racks[id]
+		if old, ok := p.racks[id]; ok && old == rack || !ok && rack == "" {
+			continue
+		}
+		if p.racks == nil {
+			p.racks = make(map[int32]string)
+		}
+		p.racks[id] = rack
+		p.leadersGen.Add(1)
+	}
+}
+
+// noteLeadersLocked keeps t's leaders from a metadata answer for
+// stickyAmong. Called with p.mu held.
+func (p *Producer) noteLeadersLocked(t *topicState, parts []protocol.PartitionMetadata, brokers map[int32]string) {
+	if !p.cfg.preferRack() {
+		return
+	}
+	s := &t.sticky
+	s.leaders = s.leaders[:0]
+	for _, pm := range parts {
+		for int(pm.Partition) >= len(s.leaders) {
+			s.leaders = append(s.leaders, -1)
+		}
+		if _, ok := brokers[pm.Leader]; ok && partitionUsable(pm.ErrorCode) {
+			s.leaders[pm.Partition] = pm.Leader
+		}
+	}
+	p.leadersGen.Add(1)
+}
+
+// stickyAmong returns the partitions of t that records without a key go
+// to, empty for any: with partitioner.rack.aware, those whose leader is in
+// client.rack when the topic has any (KIP-1123), so the producer's traffic
+// stays in its rack (availability zone) where it can. It is recomputed
+// only after a leader or a rack changed; a sticky partition no longer in
+// it is left at once. Called with p.mu held.
+func (p *Producer) stickyAmong(t *topicState) []int32 {
+	if !p.cfg.preferRack() {
+		return nil
+	}
+	s := &t.sticky
+	g := p.leadersGen.Load() // before the leaders: a change after this load moves it again
+	if s.set && s.gen == g && s.count == len(t.parts) {
+		return s.among
+	}
+	s.among = s.among[:0]
+	for i, ps := range t.parts {
+		l := ps.leaderPub.Load()
+		if l < 0 && i < len(s.leaders) {
+			l = s.leaders[i]
+		}
+		if l >= 0 && p.racks[l] == p.cfg.clientRack {
+			s.among = append(s.among, int32(i))
+		}
+	}
+	s.gen, s.count, s.set = g, len(t.parts), true
+	if s.current >= 0 && len(s.among) > 0 && !slices.Contains(s.among, s.current) {
+		s.current = -1
+	}
+	return s.among
+}
+
+// stickyPick is t's sticky partition, chosen among stickyAmong's.
+// Called with p.mu held.
+func (p *Producer) stickyPick(t *topicState, n int32) int32 {
+	return t.sticky.pick(n, p.stickyAmong(t))
+}
+
+// stickyMove moves t's sticky partition on (move), among stickyAmong's.
+// Called with p.mu held.
+func (p *Producer) stickyMove(t *topicState, n int32) {
+	t.sticky.move(n, p.queuedFunc(t), p.stickyAmong(t))
+}
+
+// pick returns the sticky partition, choosing one at random (from among
+// when it names any) if there is none yet.
+func (s *stickyPartitioner) pick(numPartitions int32, among []int32) int32 {
 	if s.current < 0 || s.current >= numPartitions {
-		s.current = s.rand.Int32N(numPartitions)
+		if len(among) > 0 {
+			s.current = among[s.rand.Int32N(int32(len(among)))]
+		} else {
+			s.current = s.rand.Int32N(numPartitions)
+		}
 		s.produced = 0
 	}
 	return s.current
@@ -85,7 +191,9 @@ func (s *stickyPartitioner) placed(size, batchSize int, boundary bool) (moveOn b
 // was chosen.
 func (s *stickyPartitioner) due(n int) bool { return s.produced >= n }
 
-// move goes to a different partition than the current one.
+// move goes to a different partition than the current one, one of among
+// when it names any (stickyAmong), staying when among names only the
+// current one.
 // With queued, it is adaptive like the Java client's default
 // (partitioner.adaptive.partitioning.enable, KIP-794): it moves to a
 // partition with the fewest batches waiting to be sent, starting the search
@@ -97,23 +205,36 @@ func (s *stickyPartitioner) due(n int) bool { return s.produced >= n }
 // random partitions is taken instead, stopping at one with nothing queued,
 // which keeps KIP-794's effect of steering data away from backed-up
 // partitions.
-func (s *stickyPartitioner) move(numPartitions int32, queued func(int32) int) {
+func (s *stickyPartitioner) move(numPartitions int32, queued func(int32) int, among []int32) {
 	s.produced = 0
-	if numPartitions <= 1 {
+	m := numPartitions
+	if len(among) > 0 {
+		m = int32(len(among))
+	}
+	at := func(i int32) int32 {
+		if len(among) > 0 {
+			return among[i]
+		}
+		return i
+	}
+	if m <= 1 {
+		if len(among) == 1 {
+			s.current = among[0]
+		}
 		return
 	}
-	start := s.rand.Int32N(numPartitions)
+	start := s.rand.Int32N(m)
 	if queued == nil {
-		if start == s.current {
-			start = (start + 1) % numPartitions
+		if at(start) == s.current {
+			start = (start + 1) % m
 		}
-		s.current = start
+		s.current = at(start)
 		return
 	}
 	best, bestQ := int32(-1), 0
-	if numPartitions > adaptiveSamples+1 {
+	if m > adaptiveSamples+1 {
 		for range adaptiveSamples {
-			p := s.rand.Int32N(numPartitions)
+			p := at(s.rand.Int32N(m))
 			if p == s.current {
 				continue
 			}
@@ -125,13 +246,16 @@ func (s *stickyPartitioner) move(numPartitions int32, queued func(int32) int) {
 			}
 		}
 		if best < 0 {
-			best = (s.current + 1) % numPartitions
+			best = (s.current + 1) % m
+			if len(among) > 0 {
+				best = among[(int32(slices.Index(among, s.current))+1)%m]
+			}
 		}
 		s.current = best
 		return
 	}
-	for i := int32(0); i < numPartitions; i++ {
-		p := (start + i) % numPartitions
+	for i := int32(0); i < m; i++ {
+		p := at((start + i) % m)
 		if p == s.current {
 			continue
 		}

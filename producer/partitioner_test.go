@@ -40,20 +40,20 @@ func TestKeyPartitionIsStableAndInRange(t *testing.T) {
 
 func TestStickyMovesOnlyWhenFull(t *testing.T) {
 	s := stickyPartitioner{current: -1, rand: randomSources().part}
-	first := s.pick(8)
+	first := s.pick(8, nil)
 	for range 10 {
-		if s.pick(8) != first {
+		if s.pick(8, nil) != first {
 			t.Fatal("sticky partition changed without a full batch")
 		}
 	}
-	s.move(8, nil)
-	if s.pick(8) == first {
+	s.move(8, nil, nil)
+	if s.pick(8, nil) == first {
 		t.Fatal("sticky partition did not move after its batch filled")
 	}
 	one := stickyPartitioner{current: -1, rand: randomSources().part}
-	one.pick(1)
-	one.move(1, nil)
-	if one.pick(1) != 0 {
+	one.pick(1, nil)
+	one.move(1, nil, nil)
+	if one.pick(1, nil) != 0 {
 		t.Fatal("single partition topic must stay on 0")
 	}
 }
@@ -66,7 +66,7 @@ func TestStickyMovesAfterBatchSizeBytes(t *testing.T) {
 	require.False(t, s.placed(900, 1000, true), "a full seal before batch.size bytes went to the partition")
 	require.False(t, s.placed(99, 1000, false))
 	require.True(t, s.placed(1, 1000, true), "batch.size bytes and a full batch")
-	s.move(8, nil)
+	s.move(8, nil, nil)
 	require.Zero(t, s.produced, "a move starts the count again")
 	for range 19 {
 		require.False(t, s.placed(100, 1000, false), "partial batches below twice batch.size")
@@ -78,7 +78,7 @@ func TestAdaptiveStickyAvoidsQueuedPartitions(t *testing.T) {
 	queued := []int{3, 0, 5, 2, 7, 1, 4, 6}
 	for range 50 {
 		s := stickyPartitioner{current: 1, rand: randomSources().part}
-		s.move(8, func(p int32) int { return queued[p] })
+		s.move(8, func(p int32) int { return queued[p] }, nil)
 		// Partition 1 (the full one) is left; the least queued of the rest is 5.
 		if s.current != 5 {
 			t.Fatalf("adaptive choice %d, want 5 (fewest queued batches)", s.current)
@@ -88,7 +88,7 @@ func TestAdaptiveStickyAvoidsQueuedPartitions(t *testing.T) {
 	seen := map[int32]bool{}
 	for range 200 {
 		s := stickyPartitioner{current: 1, rand: randomSources().part}
-		s.move(8, nil)
+		s.move(8, nil, nil)
 		seen[s.current] = true
 	}
 	if len(seen) < 5 {
@@ -112,7 +112,7 @@ func TestAdaptiveStickyDoesNotScanLargeTopics(t *testing.T) {
 				return 10 // half the partitions have a queue
 			}
 			return 0
-		})
+		}, nil)
 		require.NotEqual(t, int32(7), s.current)
 		if s.current%2 == 0 {
 			backedUp++

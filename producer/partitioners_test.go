@@ -582,7 +582,7 @@ func BenchmarkPartitioners(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for range b.N {
-				_, _, _ = placeWith(pt, ts, r, 12)
+				_, _, _ = placeWith(pt, ts, r, 12, nil)
 			}
 		})
 	}

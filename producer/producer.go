@@ -30,8 +30,10 @@ type Producer struct {
 	sealedIn   []*partitionState // partitions with sealed batches for the sender (ps.sealed)
 	closed     bool
 	closing    atomic.Bool   // closed, readable without mu
+	leadersGen atomic.Uint64 // moves when a partition's leader or a broker's rack changes (stickyAmong)
 	closeDone  chan struct{} // closed when the first Close returns
 	nodes      map[int32]*nodeState
+	racks      map[int32]string // each broker's rack, from metadata (partitioner.rack.aware)
 
 	// Flush's bookkeeping (flush.go), guarded by mu.
 	gen          uint64        // generation of records accepted now

@@ -21,12 +21,12 @@ func draws(t *testing.T, opts ...Opt) []int64 {
 	var out []int64
 	for i := range 40 {
 		n := int32(5 + 45*(i%2))
-		out = append(out, int64(ts.sticky.pick(n)))
-		ts.sticky.move(n, nil)
+		out = append(out, int64(ts.sticky.pick(n, nil)))
+		ts.sticky.move(n, nil, nil)
 		out = append(out, int64(ts.sticky.current))
-		ts.sticky.move(n, func(p int32) int { return int(p % 3) })
+		ts.sticky.move(n, func(p int32) int { return int(p % 3) }, nil)
 		out = append(out, int64(ts.sticky.current))
-		p, _, err := placeWith(RandomPartitioner(), ts, &Record{Topic: "t"}, n)
+		p, _, err := placeWith(RandomPartitioner(), ts, &Record{Topic: "t"}, n, nil)
 		require.NoError(t, err)
 		out = append(out, int64(p), int64(s.backoff(1)))
 	}

@@ -66,6 +66,7 @@ func (s *sender) dropPartitionLocked(ps *partitionState, err error) {
 	ps.hasPending = false
 	ps.leader = -1
 	ps.leaderPub.Store(-1)
+	s.p.leadersGen.Add(1)
 	s.p.limiter.SetLeader(ps.admission, -1, -1)
 }
 

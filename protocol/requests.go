@@ -20,6 +20,9 @@ import (
 type MetadataResult struct {
 	// Brokers maps node id to "host:port".
 	Brokers map[int32]string
+	// Racks maps node id to the broker's rack (broker.rack), for the
+	// brokers that have one.
+	Racks map[int32]string
 	// ControllerID is the controller's node id, -1 if unknown.
 	ControllerID int32
 	// Topics maps topic name to its metadata.
@@ -90,6 +93,12 @@ func metadata(ctx context.Context, c *Conn, topics []string, autoCreate bool) (*
 	}
 	for _, b := range resp.Brokers {
 		out.Brokers[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+		if b.Rack != nil && *b.Rack != "" {
+			if out.Racks == nil {
+				out.Racks = make(map[int32]string)
+			}
+			out.Racks[b.NodeID] = *b.Rack
+		}
 	}
 	for _, t := range resp.Topics {
 		name := ""

@@ -24,7 +24,8 @@ import (
 // * Fault hook: RewriteMetadata rewrites every response just before it is
 //   sent. Cluster.MetadataRequests counts the requests answered.
 //
-// Simplifications: replicas and ISR are the leader alone, no racks, no
+// Simplifications: replicas and ISR are the leader alone, a rack only where
+// Config.Racks gives one, no
 // authorized operations, the controller is node 0.
 
 func init() { regKey(3, 0, 12, handleMetadata) }
@@ -37,6 +38,9 @@ func handleMetadata(c *Cluster, r *request) (kmsg.Response, error) {
 		b := kmsg.NewMetadataResponseBroker()
 		b.NodeID = n.id
 		b.Host, b.Port = n.hostPort()
+		if rack, ok := c.cfg.Racks[n.id]; ok {
+			b.Rack = &rack
+		}
 		resp.Brokers = append(resp.Brokers, b)
 	}
 	clusterID := "longhaul-broker"

@@ -83,6 +83,9 @@ type Config struct {
 	// before) it offers Produce from v0 and no InitProducerId, so an
 	// idempotent producer cannot use it. Caps are 0..14.
 	ProduceMaxVersions map[int32]int16
+	// Racks gives nodes a rack (broker.rack), by node id, which Metadata
+	// answers name; a node not in it has none.
+	Racks map[int32]string
 	// Listen opens each node's listener, with the signature of
 	// net.Listen; nil uses net.Listen. A test passes an in-memory
 	// network's Listen (internal/memnet) to run the cluster inside a
