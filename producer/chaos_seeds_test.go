@@ -48,8 +48,8 @@ var scanSeeds = []struct {
 	seed uint64
 	knob func(*regressions) // brings its bug back, for the negative control
 }{
-	{15697, func(r *regressions) { r.set(oooProvesUnwritten) }},
-	{28603, func(r *regressions) { r.set(oooProvesUnwritten) }},
+	{15697, func(r *regressions) { r.setJudge(oooProvesUnwrittenMatrix()) }},
+	{28603, func(r *regressions) { r.setJudge(oooProvesUnwrittenMatrix()) }},
 	{48664, func(r *regressions) { r.set(splitMaybeWritten) }},
 	{17356, func(r *regressions) { r.set(renewalResets) }},
 	{23281, func(r *regressions) { r.set(renewalResets) }},
@@ -67,7 +67,7 @@ const scanSeedRuns = 5
 // one), to find seeds for scanSeeds: each knob of the table above, and
 // v3Uncapped (TestChaosFindsV3Uncapped).
 var chaosBugs = map[string]func(*regressions){
-	"oooProvesUnwritten":    func(r *regressions) { r.set(oooProvesUnwritten) },
+	"oooProvesUnwritten":    func(r *regressions) { r.setJudge(oooProvesUnwrittenMatrix()) },
 	"splitMaybeWritten":     func(r *regressions) { r.set(splitMaybeWritten) },
 	"renewalResets":         func(r *regressions) { r.set(renewalResets) },
 	"oldTopicHints":         func(r *regressions) { r.set(oldTopicHints) },

@@ -191,7 +191,7 @@ func TestFencedAnswersInBursts(t *testing.T) {
 }
 
 // TestFencedAnswersInBurstsNegativeControl: with a NOT_LEADER_OR_FOLLOWER
-// after an append taken as "not written" (regress.notLeaderNotWritten),
+// after an append taken as "not written" (notLeaderNotWrittenMatrix),
 // the schedules find the batch written twice: renumbered under the new
 // producer id or epoch a fenced or sequence answer brought, it is not
 // matched as a duplicate of the copy already in the log. (A fenced answer
@@ -205,7 +205,7 @@ func TestFencedAnswersInBurstsNegativeControl(t *testing.T) {
 	for _, closeMidway := range []bool{false, true} {
 		bad := 0
 		for seed := range uint64(300) {
-			v, _, _, _ := fencedBurstsRunClose(t, seed+1, closeMidway, bug(t, notLeaderNotWritten, true))
+			v, _, _, _ := fencedBurstsRunClose(t, seed+1, closeMidway, matrixBug(t, notLeaderNotWrittenMatrix()))
 			if len(v) > 0 {
 				bad++
 				if bad == 1 {

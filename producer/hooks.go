@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
-
 	"github.com/longhaul-kafka/longhaul/inflight"
 )
 
@@ -414,12 +412,12 @@ func (hs *hookSet) disconnected(n *nodeState, cause error) {
 }
 
 // throttled reports a ProduceResponse's throttle (response.go,
-// handleProduce); resp may be nil.
-func (hs *hookSet) throttled(node int32, resp *kmsg.ProduceResponse) {
-	if len(hs.throttle) == 0 || resp == nil || resp.ThrottleMillis <= 0 {
+// handleProduce).
+func (hs *hookSet) throttled(node int32, throttle time.Duration) {
+	if len(hs.throttle) == 0 || throttle <= 0 {
 		return
 	}
 	for _, h := range hs.throttle {
-		h.OnThrottle(node, time.Duration(resp.ThrottleMillis)*time.Millisecond)
+		h.OnThrottle(node, throttle)
 	}
 }

@@ -6,14 +6,15 @@ package producer
 // build regressions is empty and its on method is the constant false
 // (regress_off.go), so the compiler removes every branch that reads a knob
 // and nothing of them is in what users run. The negative controls are test
-// files with the tag; DESIGN.md ("Negative controls") lists them.
+// files with the tag; DESIGN.md ("Negative controls") lists them. A bug of
+// the error matrix comes back as a matrix with its row or rule swapped
+// (regressions.judgeMatrix, judge_variants_test.go), not as a knob.
 type knob uint8
 
 const (
 	orderLostLeadingOnly knob = iota // only leading unwritten retries fail as ErrOrderLost
 	resolveOldestRetry               // during a bump, resend the oldest retry whatever it is
 	bumpOnOldBrokers                 // ask brokers without KIP-360 for an epoch bump
-	notLeaderNotWritten              // leader errors taken as "certainly not written"
 	callbacksUnordered               // callbacks released as batches complete
 	flushWaitsAll                    // Flush waits for everything, also later records
 	metadataUnchecked                // partition lists used without checkPartitions
@@ -27,10 +28,6 @@ const (
 	stickyStartAlone                 // a record starting a batch on a due sticky partition is placed there alone, then it moves
 	holdUnbounded                    // a held batch waits for a response however long
 	releasePerPass                   // buffer.memory of completions released at the end of the callback goroutine's pass
-	// An OUT_OF_ORDER_SEQUENCE_NUMBER (or UNKNOWN_PRODUCER_ID) behind a
-	// refused batch is taken as proof that a maybe-written batch is not in
-	// the log, so the bump renumbers it.
-	oooProvesUnwritten
 	// A batch waiting to be split is split even after a later attempt of
 	// it, sent whole, may have been written.
 	splitMaybeWritten

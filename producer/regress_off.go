@@ -2,6 +2,8 @@
 
 package producer
 
+import "github.com/longhaul-kafka/longhaul/producer/internal/judge"
+
 // regressions is empty in the default build: no knob can be set, and on
 // is the constant false, so the compiler drops the code behind each knob.
 type regressions struct{}
@@ -11,3 +13,7 @@ func (regressions) on(knob) bool { return false }
 // fixedWindow is the per-partition limit a negative control imposes on
 // the limiter (0: none); always 0 here.
 func (regressions) fixedWindow() int { return 0 }
+
+// judgeMatrix is the error matrix the sender applies: always
+// judge.Production here.
+func (regressions) judgeMatrix() *judge.Matrix { return &judge.Production }

@@ -2,6 +2,8 @@
 
 package producer
 
+import "github.com/longhaul-kafka/longhaul/producer/internal/judge"
+
 // regressBuild: the default build, where no knob can be set (see
 // regress.go); negative controls skip.
 const regressBuild = false
@@ -15,3 +17,5 @@ var bugCases = []bool{false}
 func (r *regressions) set(knob) {}
 
 func (r *regressions) setFixedWindow(int) {}
+
+func (r *regressions) setJudge(*judge.Matrix) {}

@@ -2,7 +2,10 @@
 
 package producer
 
-import "github.com/longhaul-kafka/longhaul/internal/testhooks"
+import (
+	"github.com/longhaul-kafka/longhaul/internal/testhooks"
+	"github.com/longhaul-kafka/longhaul/producer/internal/judge"
+)
 
 func init() {
 	testhooks.NoSessionRenewal = Opt(optFunc(func(c *config) error {
@@ -19,8 +22,20 @@ type regressions struct {
 	// the first-batch gate and use it as every partition's limit
 	// (testhooks.FixedWindow): unsafe above the broker's real window.
 	fixed int
+	// judge, when set, is an error matrix with the row or rule a fixed
+	// bug broke.
+	judge *judge.Matrix
 }
 
 func (r regressions) on(k knob) bool { return r.bits&(1<<k) != 0 }
 
 func (r regressions) fixedWindow() int { return r.fixed }
+
+// judgeMatrix is the error matrix the sender applies: a negative control's
+// variant (setJudge), else judge.Production.
+func (r regressions) judgeMatrix() *judge.Matrix {
+	if r.judge != nil {
+		return r.judge
+	}
+	return &judge.Production
+}

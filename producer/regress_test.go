@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-kafka/longhaul/producer/internal/judge"
 )
 
 // The negative controls of issue 12: each of its seven bugs, brought back by
@@ -40,6 +42,17 @@ func bug(t testing.TB, k knob, on bool) Opt {
 	return optFunc(func(c *config) error { c.regress.set(k); return nil })
 }
 
+// matrixBug is an Opt making the sender apply m, an error matrix with a
+// fixed bug's row or rule (judge_variants_test.go); like bug, only in the
+// longhaul_regress build.
+func matrixBug(t testing.TB, m *judge.Matrix) Opt {
+	t.Helper()
+	if !regressBuild {
+		t.Fatal("an error matrix variant set outside the longhaul_regress build: the test must call needRegress first")
+	}
+	return optFunc(func(c *config) error { c.regress.setJudge(m); return nil })
+}
+
 // fixedWindow is an Opt making the limiter ignore learned windows and the
 // first-batch gate and use n as every partition's limit (a negative
 // control: unsafe above the broker's window).
@@ -61,17 +74,17 @@ var regressKnobs = map[string]struct {
 	// (bad metadata and Flush are not drawn in schedules).
 	chaos bool
 }{
-	"orderLostLeadingOnly": {func(r *regressions) { r.set(orderLostLeadingOnly) }, "TestMixedFaultExpiredStateTimeoutThenNotEnoughReplicasKeepsOrder", true},
+	"orderLostLeadingOnly": {func(r *regressions) { r.set(orderLostLeadingOnly); r.setJudge(orderLostLeadingOnlyMatrix()) }, "TestMixedFaultExpiredStateTimeoutThenNotEnoughReplicasKeepsOrder", true},
 	"resolveOldestRetry":   {func(r *regressions) { r.set(resolveOldestRetry) }, "TestMixedFaultStalledBumpDoesNotBlockOtherPartitions", true},
 	"bumpOnOldBrokers":     {func(r *regressions) { r.set(bumpOnOldBrokers) }, "TestMixedFaultPreKIP360BrokerTakesNewProducerID", true},
-	"notLeaderNotWritten":  {func(r *regressions) { r.set(notLeaderNotWritten) }, "TestMixedFaultAppendedThenNotLeaderNotDuplicatedByBump", true},
+	"notLeaderNotWritten":  {func(r *regressions) { r.setJudge(notLeaderNotWrittenMatrix()) }, "TestMixedFaultAppendedThenNotLeaderNotDuplicatedByBump", true},
 	"callbacksUnordered":   {func(r *regressions) { r.set(callbacksUnordered) }, "TestMixedFaultCallbacksInOrderAfterLostResponse", true},
 	"flushWaitsAll":        {func(r *regressions) { r.set(flushWaitsAll) }, "TestMixedFaultFlushUnderSteadyLoadReturns", false},
 	"metadataUnchecked":    {func(r *regressions) { r.set(metadataUnchecked) }, "TestMixedFaultBadMetadataNeverPanics", false},
 	// Above seed 10,000 (chaos seeds 15697, 28603; 48664): seen a few
 	// times in 60,000 schedules, so the 3,000 of TestChaosFindsEachBug
 	// would not find them.
-	"oooProvesUnwritten": {func(r *regressions) { r.set(oooProvesUnwritten) }, "TestMixedFaultOutOfOrderPastGapFailsFateUnknown", false},
+	"oooProvesUnwritten": {func(r *regressions) { r.setJudge(oooProvesUnwrittenMatrix()) }, "TestMixedFaultOutOfOrderPastGapFailsFateUnknown", false},
 	"splitMaybeWritten":  {func(r *regressions) { r.set(splitMaybeWritten) }, "TestMixedFaultMaybeWrittenBatchNotSplit", false},
 	// A broker (or proxy) bug Kafka does not have; not in the chaos
 	// vocabulary.

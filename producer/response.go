@@ -6,16 +6,16 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/longhaul-kafka/longhaul/inflight"
+	"github.com/longhaul-kafka/longhaul/producer/internal/judge"
 	"github.com/longhaul-kafka/longhaul/protocol"
 )
 
 // handleProduce applies one ProduceRequest's outcome: every batch is acked,
 // put back for retry, or failed, and every ticket is completed once.
 func (s *sender) handleProduce(sr *sentRequest) {
-	resp, err := sr.resp, sr.err
+	err := sr.err
 	defer func() {
 		s.p.limiter.Finish(&sr.ir)
 		s.applyPendingLeaders()
@@ -29,14 +29,14 @@ func (s *sender) handleProduce(sr *sentRequest) {
 	now := time.Now()
 	if err != nil {
 		s.connFailed(sr.node, sr.conn, err)
-		code := codeUnsent
+		code := judge.CodeUnsent
 		if !protocol.SafeToRetry(err) {
-			code = codeLost
+			code = judge.CodeLost
 		}
 		for i, b := range sr.batches {
 			s.p.limiter.Complete(sr.ir.Tickets[i], inflight.Outcome{})
 			s.removeInflight(b)
-			s.batchRejected(b, code, err, nil, now)
+			s.batchRejected(b, s.judge(b, code), err, noHint, now)
 		}
 		return
 	}
@@ -47,49 +47,43 @@ func (s *sender) handleProduce(sr *sentRequest) {
 			n.rtMin = max(rt, time.Nanosecond)
 		}
 	}
-	pr, _ := resp.(*kmsg.ProduceResponse)
-	s.cfg.hooks.throttled(sr.node.id, pr)
-	if pr != nil {
-		s.learnEndpoints(pr.Brokers)
-		s.throttled(sr, time.Duration(pr.ThrottleMillis)*time.Millisecond, now)
-	}
-	cur := respCursor{pr: pr, version: sr.version}
+	s.cfg.hooks.throttled(sr.node.id, sr.res.Throttle)
+	s.learnEndpoints(sr.res.NodeEndpoints)
+	s.throttled(sr, sr.res.Throttle, now)
 	for i, b := range sr.batches {
-		rp := cur.find(b)
-		if rp == nil {
+		rp := &sr.res.Partitions[i] // the answer for b: Produce keeps the order of the Adds
+		if !rp.Answered {
 			// A response that leaves out a partition we sent is a broker
 			// bug; we cannot know what happened, so treat it as lost.
 			s.p.limiter.Complete(sr.ir.Tickets[i], inflight.Outcome{})
 			s.removeInflight(b)
-			s.batchRejected(b, codeLost, errMissingPartition, nil, now)
+			s.batchRejected(b, s.judge(b, judge.CodeLost), errMissingPartition, noHint, now)
 			continue
 		}
-		window, present, werr := protocol.BatchesToRetain(sr.version, rp)
-		if werr != nil {
-			s.p.log.Warn("malformed ProducerStateBatchesToRetain; using 5", "topic", b.part.topic.name, "partition", b.part.id, "err", werr)
-			window, present = protocol.DefaultBatchesToRetain, false
+		if rp.WindowErr != nil {
+			s.p.log.Warn("malformed ProducerStateBatchesToRetain; using 5", "topic", b.part.topic.name, "partition", b.part.id, "err", rp.WindowErr)
 		}
-		out := inflight.Outcome{Window: window, WindowPresent: present}
+		out := inflight.Outcome{Window: rp.Window, WindowPresent: rp.WindowPresent}
 		s.removeInflight(b)
-		switch rp.ErrorCode {
-		case 0, kerr.DuplicateSequenceNumber.Code:
+		v := s.judge(b, rp.ErrorCode)
+		if v.Act == judge.ActAck {
 			out.Acked = true
 			s.p.limiter.Complete(sr.ir.Tickets[i], out)
 			offset := rp.BaseOffset
-			if rp.ErrorCode != 0 {
+			if v.OffsetUnknown {
 				offset = -1
 			}
 			s.cfg.hooks.batchAcked(s, sr.node.id, b, offset)
 			s.batchAcked(b, offset, now)
-		default:
-			s.p.limiter.Complete(sr.ir.Tickets[i], out)
-			s.cfg.hooks.windowChanged(s, b.part, WindowLearned)
-			cause := kerr.ErrorForCode(rp.ErrorCode)
-			if rp.ErrorMessage != nil && *rp.ErrorMessage != "" {
-				cause = &brokerError{err: cause, msg: *rp.ErrorMessage}
-			}
-			s.batchRejected(b, rp.ErrorCode, cause, &rp.CurrentLeader, now)
+			continue
 		}
+		s.p.limiter.Complete(sr.ir.Tickets[i], out)
+		s.cfg.hooks.windowChanged(s, b.part, WindowLearned)
+		cause := kerr.ErrorForCode(rp.ErrorCode)
+		if rp.ErrorMessage != "" {
+			cause = &brokerError{err: cause, msg: rp.ErrorMessage}
+		}
+		s.batchRejected(b, v, cause, currentLeader{rp.LeaderID, rp.LeaderEpoch}, now)
 	}
 }
 
@@ -112,113 +106,56 @@ func (s *sender) applyPendingLeaders() {
 
 var errMissingPartition = errors.New("producer: broker response left out the partition")
 
-// respCursor walks a ProduceResponse in the order the request was built, so
-// finding each batch's partition is O(1) when the broker answers in request
-// order (Kafka does), and a search otherwise; a linear search per batch was
-// quadratic in partitions per request.
-type respCursor struct {
-	pr      *kmsg.ProduceResponse
-	version int16
-	ti, pj  int // where the next partition is expected
-}
+// currentLeader is KIP-951's CurrentLeader from a partition's answer: the
+// leader the broker names, -1 for none.
+type currentLeader struct{ id, epoch int32 }
 
-func (c *respCursor) find(b *batch) *kmsg.ProduceResponseTopicPartition {
-	pr := c.pr
-	if pr == nil {
-		return nil
-	}
-	t := b.part.topic
-	match := func(rt *kmsg.ProduceResponseTopic) bool {
-		if c.version >= 13 {
-			return rt.TopicID == b.topicID // the id the request named
-		}
-		return rt.Topic == t.name
-	}
-	for c.ti < len(pr.Topics) && c.pj >= len(pr.Topics[c.ti].Partitions) {
-		c.ti, c.pj = c.ti+1, 0
-	}
-	if c.ti < len(pr.Topics) {
-		rt := &pr.Topics[c.ti]
-		if rp := &rt.Partitions[c.pj]; match(rt) && rp.Partition == b.part.id {
-			c.pj++
-			return rp
-		}
-	}
-	for i := range pr.Topics {
-		rt := &pr.Topics[i]
-		if !match(rt) {
-			continue
-		}
-		for j := range rt.Partitions {
-			if rt.Partitions[j].Partition == b.part.id {
-				c.ti, c.pj = i, j+1
-				return &rt.Partitions[j]
-			}
-		}
-	}
-	return nil
-}
+// noHint is an outcome without an answer to take a hint from.
+var noHint = currentLeader{-1, -1}
 
-// Pseudo error codes for outcomes without a partition response, judged like
-// broker codes.
-const (
-	codeUnsent int16 = -1000 - iota // the request never reached the broker
-	codeLost                        // sent, and no answer: it may have been appended
-)
-
-func init() {
-	produceCodes[codeUnsent] = codeInfo{classRetry, false}
-	produceCodes[codeLost] = codeInfo{classRetry, true}
+// judge classifies the outcome code (a broker's, or a pseudo-code) of b's
+// attempt by the sender's error matrix; b has already left ps.inflight.
+func (s *sender) judge(b *batch, code int16) judge.Verdict {
+	return s.matrix.Judge(code, s.facts(b))
 }
 
 // facts gathers what judge needs to know about b.
-func (s *sender) facts(b *batch) batchFacts {
+func (s *sender) facts(b *batch) judge.Facts {
 	ps := b.part
-	f := batchFacts{
-		maybeWritten: b.maybeWritten,
-		laterAcked:   ps.ackedUpTo > b.ord+1 && !s.cfg.regress.on(orderLostLeadingOnly),
-		newestSeq:    ps.nextOrd == b.ord+1,
-		resolving:    s.needBump,
-		records:      len(b.records),
+	f := judge.Facts{
+		MaybeWritten: b.maybeWritten,
+		LaterAcked:   ps.ackedUpTo > b.ord+1,
+		NewestSeq:    ps.nextOrd == b.ord+1,
+		Resolving:    s.needBump,
+		Records:      len(b.records),
 	}
 	for _, x := range ps.inflight {
 		if x.ord < b.ord {
-			f.earlierUnacked = true
+			f.EarlierUnacked = true
 		}
 	}
 	for _, x := range ps.retry {
 		if x.ord < b.ord {
-			f.earlierUnacked = true
+			f.EarlierUnacked = true
 			if !x.maybeWritten {
-				f.earlierRefused = true
+				f.EarlierRefused = true
 			}
 		}
 	}
 	return f
 }
 
-// batchRejected applies judge's verdict for a batch whose attempt did not
-// end in an acknowledgement. b has already left ps.inflight.
-func (s *sender) batchRejected(b *batch, code int16, cause error, hint *kmsg.ProduceResponseTopicPartitionCurrentLeader, now time.Time) {
+// batchRejected applies judge's verdict v for a batch whose attempt did
+// not end in an acknowledgement. b has already left ps.inflight.
+func (s *sender) batchRejected(b *batch, v judge.Verdict, cause error, hint currentLeader, now time.Time) {
 	ps := b.part
 	if ps.gone {
 		// The partition vanished with its topic: nowhere to retry.
-		s.failBatch(b, ps.goneErr, b.maybeWritten || lookupCode(code).mayAppend)
+		s.failBatch(b, ps.goneErr, v.MaybeWritten)
 		return
 	}
-	f := s.facts(b)
-	v := judge(code, f)
-	if s.cfg.regress.on(oooProvesUnwritten) && lookupCode(code).class == classSequence && f.earlierUnacked && f.earlierRefused {
-		v = verdict{act: actRetry}
-		if f.laterAcked {
-			v.act = actOrderLost
-		}
-	}
-	if s.cfg.regress.on(notLeaderNotWritten) && lookupCode(code).class == classLeader {
-		v.maybeWritten = b.maybeWritten
-	}
-	s.cfg.hooks.batchRejected(s, -1, b, cause, v.act == actRetry || v.act == actSplit)
-	b.maybeWritten = v.maybeWritten
+	s.cfg.hooks.batchRejected(s, -1, b, cause, v.Act == judge.ActRetry || v.Act == judge.ActSplit)
+	b.maybeWritten = v.MaybeWritten
 	if b.maybeWritten && !s.cfg.regress.on(splitMaybeWritten) {
 		// A batch waiting to be split (too large) went out whole behind
 		// another retry, and that attempt may be in the log: it is never
@@ -230,28 +167,26 @@ func (s *sender) batchRejected(b *batch, code int16, cause error, hint *kmsg.Pro
 		// fate unknown (judge).
 		b.split = false
 	}
-	if v.refreshMetadata {
-		if hint != nil {
-			s.leaderHint(b, hint.LeaderID, hint.LeaderEpoch) // KIP-951
-		}
+	if v.RefreshMetadata {
+		s.leaderHint(b, hint.id, hint.epoch) // KIP-951
 		s.wantMetadata()
 	}
-	if v.bump {
+	if v.Bump {
 		s.needBump = true
 	}
-	if v.newID {
+	if v.NewID {
 		s.needNewID = true
 	}
-	switch v.act {
-	case actRetry:
+	switch v.Act {
+	case judge.ActRetry:
 		s.retryBatch(b, cause, now)
-	case actSplit:
+	case judge.ActSplit:
 		b.split = true
 		s.retryBatch(b, cause, now)
-	case actOrderLost:
+	case judge.ActOrderLost:
 		s.failBatch(b, fmt.Errorf("%w (last error: %w)", ErrOrderLost, cause), false)
-	case actFail:
-		if v.rewind {
+	case judge.ActFail:
+		if v.Rewind {
 			// b was the newest batch with a sequence and is not in the
 			// log: the next batch takes its sequence numbers.
 			ps.nextSeq = b.seq
@@ -276,20 +211,14 @@ func (s *sender) batchAcked(b *batch, baseOffset int64, now time.Time) {
 	ps.failures = 0
 	ps.lastAck = now // the response's arrival: one clock read per response, not per batch
 	ps.ackedUpTo = max(ps.ackedUpTo, b.ord+1)
-	// A batch sent before b that the broker certainly did not write, yet b
-	// was written: the broker had no state for us and took b out of order
-	// (the trap of KAFKA-15591). Writing the earlier one now would reorder
-	// the partition, so it fails, as not written, wherever it waits.
-	// Earlier batches still in flight are judged when they return
-	// (batchFacts.laterAcked).
+	// A batch sent before b that waits for retry may now fail as
+	// ErrOrderLost (judge.Matrix.OrderLost); earlier batches still in flight are judged
+	// when they return (judge.Facts.LaterAcked).
 	for i := 0; i < len(ps.retry); {
 		x := ps.retry[i]
-		if x.ord < b.ord && !x.maybeWritten {
+		if s.matrix.OrderLost(judge.OrderFacts{LaterAcked: x.ord < b.ord, MaybeWritten: x.maybeWritten, AtAck: true, Leading: i == 0}) {
 			s.failBatch(x, fmt.Errorf("%w (last error: %w)", ErrOrderLost, x.lastErr), false)
 			continue
-		}
-		if s.cfg.regress.on(orderLostLeadingOnly) {
-			break
 		}
 		i++
 	}

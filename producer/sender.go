@@ -7,9 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
-
 	"github.com/longhaul-kafka/longhaul/inflight"
+	"github.com/longhaul-kafka/longhaul/producer/internal/judge"
 	"github.com/longhaul-kafka/longhaul/protocol"
 )
 
@@ -18,6 +17,9 @@ import (
 type sender struct {
 	p   *Producer
 	cfg *config
+	// matrix is the error matrix it applies (judge.Production; a
+	// negative control's variant in tests).
+	matrix *judge.Matrix
 	// gid is the id of the goroutine running run, where every hook but
 	// HookRecordDone runs: the calls that wait refuse it (onOwnGoroutine).
 	gid atomic.Uint64
@@ -61,10 +63,10 @@ type sender struct {
 	seenID      int64             // idPub as of the last pass
 	events      []func()
 	stopping    bool
-	lims        []inflight.Candidate // scratch for Reserve
-	touched     []*partitionState    // scratch: partitions of the response being handled
-	req         *kmsg.ProduceRequest // reused for every request
-	srFree      []*sentRequest       // recycled sentRequests
+	lims        []inflight.Candidate    // scratch for Reserve
+	touched     []*partitionState       // scratch: partitions of the response being handled
+	req         protocol.ProduceRequest // reused for every request
+	srFree      []*sentRequest          // recycled sentRequests
 
 	ctx    context.Context // cancelled by shutdown: stops dials and control requests
 	cancel context.CancelFunc
@@ -136,13 +138,14 @@ type sentRequest struct {
 	batches []*batch
 
 	// The outcome, written by the connection's goroutine before onDone
-	// posts onEvent, which reads it on the sender goroutine.
-	resp kmsg.Response
-	err  error
+	// posts onEvent, which reads it on the sender goroutine: res.Partitions
+	// is aligned with batches.
+	res protocol.ProduceResult
+	err error
 
 	// Bound once per pooled sentRequest, so a request allocates no
 	// closures.
-	onDone  func(kmsg.Response, error)
+	onDone  func(error)
 	onEvent func()
 }
 
@@ -159,8 +162,8 @@ func (s *sender) newRequest(n *nodeState, version int16) *sentRequest {
 		s.srFree = s.srFree[:k-1]
 	} else {
 		sr = new(sentRequest)
-		sr.onDone = func(resp kmsg.Response, err error) {
-			sr.resp, sr.err = resp, err
+		sr.onDone = func(err error) {
+			sr.err = err
 			s.p.post(sr.onEvent)
 		}
 		sr.onEvent = func() { s.handleProduce(sr) }
@@ -183,12 +186,15 @@ func (s *sender) freeRequest(sr *sentRequest) {
 	if cap(sr.ir.Tickets) > keepRequestBatches {
 		sr.ir.Tickets = nil
 	}
-	sr.node, sr.conn, sr.resp, sr.err = nil, nil, nil, nil
+	if cap(sr.res.Partitions) > keepRequestBatches {
+		sr.res = protocol.ProduceResult{}
+	}
+	sr.node, sr.conn, sr.err = nil, nil, nil
 	s.srFree = append(s.srFree, sr)
 }
 
 func newSender(p *Producer) *sender {
-	s := &sender{p: p, cfg: &p.cfg, pid: -1, epoch: -1, nodes: make(map[int32]*nodeState), base: time.Now(), probe: p.cfg.probe}
+	s := &sender{p: p, cfg: &p.cfg, matrix: p.cfg.regress.judgeMatrix(), pid: -1, epoch: -1, nodes: make(map[int32]*nodeState), base: time.Now(), probe: p.cfg.probe}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.idPub.Store(-1)
 	p.mem.paid = p.wakeSender // a split waiting for buffer.memory tries again (split)
@@ -819,50 +825,24 @@ func addSeq(seq int32, n int) int32 {
 }
 
 // issue writes one ProduceRequest; its outcome comes back as an event. The
-// kmsg request is reused: Conn.Send encodes it before returning.
+// request is reused: Conn.Produce encodes it before returning.
 func (s *sender) issue(sr *sentRequest) {
-	req := s.req
-	if req == nil {
-		req = kmsg.NewPtrProduceRequest()
-		s.req = req
-	}
+	req := &s.req
+	req.Reset()
 	req.Acks = -1
-	req.TimeoutMillis = int32(s.cfg.requestTimeout.Milliseconds())
-	topics := req.Topics[:0]
-	for _, b := range sr.batches {
-		t := b.part.topic
-		i := 0
-		for i < len(topics) && topics[i].Topic != t.name {
-			i++
-		}
-		if i == len(topics) {
-			if len(topics) < cap(topics) {
-				topics = topics[:i+1]
-				topics[i].Partitions = topics[i].Partitions[:0]
-			} else {
-				topics = append(topics, kmsg.NewProduceRequestTopic())
-			}
-			topics[i].Topic = t.name
-			topics[i].TopicID = t.id
-		}
-		b.topicID = t.id // the response names this id, even if t's changes meanwhile
-		part := kmsg.NewProduceRequestTopicPartition()
-		part.Partition = b.part.id
-		part.Records = b.bytes
-		topics[i].Partitions = append(topics[i].Partitions, part)
-	}
-	req.Topics = topics
 	// A request timeout closes the connection (connFailed), so the
 	// broker's own timeout gets the same budget.
+	req.Timeout = s.cfg.requestTimeout
+	for _, b := range sr.batches {
+		t := b.part.topic
+		b.topicID = t.id // the response names this id, even if t's changes meanwhile
+		req.Add(t.name, t.id, b.part.id, b.bytes)
+	}
 	sr.sentAt = time.Now()
-	sr.conn.Send(req, s.cfg.requestTimeout, sr.onDone)
+	sr.conn.Produce(req, &sr.res, s.cfg.requestTimeout, sr.onDone)
 	// Drop the request's references; the connection holds the batch bytes
 	// until sr.onDone runs.
-	for i := range topics {
-		for j := range topics[i].Partitions {
-			topics[i].Partitions[j].Records = nil
-		}
-	}
+	req.Reset()
 }
 
 // holdLingered decides, once per pass, which nodes hold lingered batches

@@ -5,7 +5,7 @@ import (
 	"net"
 	"strconv"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/longhaul-kafka/longhaul/protocol"
 )
 
 // Topology changes seen in metadata: a topic deleted and
@@ -106,7 +106,7 @@ func (s *sender) leaderHint(b *batch, leader, epoch int32) {
 // a hint naming a new leader can be taken. A node with an address keeps
 // it: metadata, which lists every broker, stays the authority on moves.
 // Entries without a usable host and port are ignored.
-func (s *sender) learnEndpoints(endpoints []kmsg.ProduceResponseBroker) {
+func (s *sender) learnEndpoints(endpoints []protocol.NodeEndpoint) {
 	for _, e := range endpoints {
 		if e.NodeID < 0 || e.Host == "" || e.Port <= 0 || e.Port > 65535 {
 			continue
