@@ -41,6 +41,9 @@ type Options struct {
 	// harness defaults, overriding them (for example
 	// "producer.id.expiration.ms").
 	BrokerConfig map[string]string
+	// NodeConfig, if set, returns node i's own server.properties entries
+	// (for example "broker.rack"), added after BrokerConfig.
+	NodeConfig func(node int) map[string]string
 	// Advertise, if set, returns the advertised host:port of node i's
 	// PROXIED listener, for a proxy the test runs itself in front of
 	// [Cluster.ProxiedListener](i). The built-in proxies are then not
@@ -103,6 +106,14 @@ type Cluster struct {
 	rel       Release
 	zkAddr    string     // ZooKeeper mode only
 	zk        *zooKeeper // ZooKeeper mode only, once started
+}
+
+// nodeOverrides is Options.BrokerConfig with node i's NodeConfig over it.
+func nodeOverrides(o Options, i int) map[string]string {
+	if o.NodeConfig == nil {
+		return o.BrokerConfig
+	}
+	return MergeConfig(o.BrokerConfig, o.NodeConfig(i))
 }
 
 // required reports whether missing tools must fail rather than skip.
@@ -246,7 +257,7 @@ func start(t testing.TB, o Options, classpath, agentJar string) (*Cluster, error
 		if err := os.MkdirAll(n.dataDir(), 0o755); err != nil {
 			return nil, err
 		}
-		if err := os.WriteFile(n.propsPath(), []byte(serverProperties(c, n, o.BrokerConfig)), 0o644); err != nil {
+		if err := os.WriteFile(n.propsPath(), []byte(serverProperties(c, n, nodeOverrides(o, int(n.id)))), 0o644); err != nil {
 			return nil, err
 		}
 		log4j := filepath.Join(n.dir, "log4j2.properties")
