@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,8 +86,11 @@ func (k recKey) String() string { return fmt.Sprintf("%s/%d/%d", k.prod, k.part,
 
 // recResult is what the callbacks said about one record.
 type recResult struct {
-	calls    int
-	err      error
+	calls int
+	err   error
+	// produced is when Produce returned: a wait for buffer.memory before
+	// that is not the record's delivery time (delivery.timeout.ms counts
+	// from its batch's creation).
 	produced time.Time
 	done     time.Time
 }
@@ -101,6 +105,13 @@ type ledger struct {
 	order map[int32][]int // partition -> sequences in callback order
 	next  map[int32]int
 	wg    sync.WaitGroup
+	// mem, if set, samples the producer's buffer.memory after each
+	// Produce and in each callback (memWatch).
+	mem *memWatch
+	// wait, if > 0, bounds each Produce's wait for buffer.memory: a record
+	// still waiting then fails with context.DeadlineExceeded (a producer
+	// that never frees its memory would otherwise hang the test).
+	wait time.Duration
 }
 
 func newLedger(name, topic string) *ledger {
@@ -126,7 +137,7 @@ func (l *ledger) produce(p *Producer, part int32, n, size int) {
 		seq := l.next[part]
 		l.next[part]++
 		k := recKey{l.name, part, seq}
-		rr := &recResult{produced: time.Now()}
+		rr := &recResult{}
 		l.res[k] = rr
 		l.mu.Unlock()
 		r := &Record{Topic: l.topic, Value: value(l.name, part, seq, size)}
@@ -134,7 +145,15 @@ func (l *ledger) produce(p *Producer, part int32, n, size int) {
 			r.SetPartition(part)
 		}
 		l.wg.Add(1)
-		p.Produce(context.Background(), r, func(r *Record, err error) {
+		ctx, cancel := context.Background(), context.CancelFunc(func() {})
+		if l.wait > 0 {
+			ctx, cancel = context.WithTimeout(ctx, l.wait)
+		}
+		called := time.Now()
+		p.Produce(ctx, r, func(r *Record, err error) {
+			if l.mem != nil {
+				l.mem.sample("a callback")
+			}
 			l.mu.Lock()
 			rr.calls++
 			rr.err = err
@@ -151,6 +170,17 @@ func (l *ledger) produce(p *Producer, part int32, n, size int) {
 				l.wg.Done()
 			}
 		})
+		cancel()
+		now := time.Now()
+		l.mu.Lock()
+		rr.produced = now
+		l.mu.Unlock()
+		if l.mem != nil {
+			l.mem.sample("Produce returned")
+			if now.After(called) {
+				l.mem.waited.Store(true) // on virtual time, only a wait for buffer.memory takes any
+			}
+		}
 	}
 }
 
@@ -452,4 +482,49 @@ func (bb *batchBounds) result() (violations []string, fullness float64) {
 	bb.mu.Lock()
 	defer bb.mu.Unlock()
 	return append([]string(nil), bb.violations...), float64(bb.fullest) / float64(bb.bound)
+}
+
+// memWatch checks, while a schedule runs, the bound buffer.memory keeps
+// (memBudget): Produce takes a record's bytes only while they fit, and a
+// batch buffer's growth, which cannot wait, is forced past the limit and
+// paid back before Produce may take more, so the bytes a producer holds
+// (memBudget.Held, acquired and forced, not yet released: exact) stay
+// within buffer.memory plus one batch buffer. It samples them at every
+// step of the schedule, after every Produce and in every callback
+// (ledger.mem), and keeps the first sample past the bound.
+type memWatch struct {
+	p     *Producer
+	name  string
+	start time.Time // the schedule's start, for the time of a violation
+	limit int64     // buffer.memory
+	bound int64     // limit plus one batch buffer
+	// waited: a Produce waited for buffer.memory (the limit was reached).
+	waited atomic.Bool
+
+	mu        sync.Mutex
+	peak      int64
+	over      bool   // a sample held more than buffer.memory: growth was forced past it
+	violation string // the first sample past the bound, "" for none
+}
+
+// sample reads what the producer holds now; where says what just happened.
+func (w *memWatch) sample(where string) {
+	held := w.p.mem.Held()
+	at := time.Since(w.start)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.peak = max(w.peak, held)
+	w.over = w.over || held > w.limit
+	if held > w.bound && w.violation == "" {
+		w.violation = fmt.Sprintf("memory: producer %s held %d bytes at %v (%s), past buffer.memory %d plus one batch buffer (%d bytes)",
+			w.name, held, at, where, w.limit, w.bound-w.limit)
+	}
+}
+
+// result returns the first violation ("" for none), the most bytes held,
+// and whether they went past buffer.memory.
+func (w *memWatch) result() (violation string, peak int64, over bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.violation, w.peak, w.over
 }

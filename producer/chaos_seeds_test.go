@@ -64,9 +64,15 @@ var scanSeeds = []struct {
 const scanSeedRuns = 5
 
 // chaosBugs are the knobs a scan may bring back (LONGHAUL_CHAOS_BUG names
-// one), to find seeds for scanSeeds: each knob of the table above, and
-// v3Uncapped (TestChaosFindsV3Uncapped).
+// one), to find seeds for scanSeeds: each knob of the table above,
+// v3Uncapped (TestChaosFindsV3Uncapped), and two of buffer.memory:
+// regressForceKeepsFree (TestChaosFindsForceKeepsFree: seeds 1-2,000 hold
+// 27 failing seeds) and waitingNoExtra (TestWaitingRecordsStayWithinBufferMemory),
+// which fails only where earlier schedules of the run pooled 4 KiB buffers
+// (seeds 1-10,000: one failing seed, 859).
 var chaosBugs = map[string]func(*regressions){
+	"regressForceKeepsFree": func(r *regressions) { r.set(memForceKeepsFree) },
+	"waitingNoExtra":        func(r *regressions) { r.set(waitingNoExtra) },
 	"oooProvesUnwritten":    func(r *regressions) { r.setJudge(oooProvesUnwrittenMatrix()) },
 	"splitMaybeWritten":     func(r *regressions) { r.set(splitMaybeWritten) },
 	"renewalResets":         func(r *regressions) { r.set(renewalResets) },
@@ -254,4 +260,33 @@ func TestChaosFindsV3Uncapped(t *testing.T) {
 		}
 	}
 	t.Fatalf("v3Uncapped brought back, yet %d schedules found nothing", limit)
+}
+
+// TestChaosFindsForceKeepsFree: with memBudget.regressForceKeepsFree
+// brought back (a Force that does not fit owes all of it, leaving the
+// free bytes to Produce), the randomized test finds it within its first
+// 1,000 schedules (seeds 1-1,000: 23 fail, the first 79; TestChaosMixedFaults
+// with LONGHAUL_CHAOS_BUG=regressForceKeepsFree): the small buffer.memory
+// of chaosSchedule.memory fills,
+// and memWatch sees a producer hold more than buffer.memory plus one
+// batch buffer while the schedule runs (after Close every byte is back,
+// so the check there alone sees nothing).
+func TestChaosFindsForceKeepsFree(t *testing.T) {
+	needRegress(t)
+	const limit = 1000
+	for seed := uint64(1); seed <= limit; seed++ {
+		s := drawSchedule(seed)
+		if s.bufferMemory >= 1<<20 {
+			continue // never filled: the knob changes nothing
+		}
+		s.regress.set(memForceKeepsFree)
+		var v []string
+		synctest.Test(t, func(t *testing.T) { v = runSchedule(t, s) })
+		if len(v) > 0 {
+			t.Logf("found at seed %d: %v", seed, firstN(v, 2))
+			require.Contains(t, strings.Join(v, "\n"), "past buffer.memory", "memWatch saw the bytes held past the bound")
+			return
+		}
+	}
+	t.Fatalf("regressForceKeepsFree brought back, yet %d schedules found nothing", limit)
 }

@@ -30,10 +30,11 @@ import (
 // virtual time: every schedule is drawn from a seed, runs the embedded
 // broker on an in-memory network inside a synctest bubble against one or
 // two producers, and is judged by checkOutcome plus liveness and memory
-// checks, and by the size rules of batchBounds on every produce request the
-// broker reads. A failing schedule prints its seed and steps. The run as a
-// whole must have exercised coalescing, keyless records on grown
-// partitions and full batches (chaosCoverage).
+// checks (buffer.memory's bound while it runs, memWatch, and every byte
+// back after Close), and by the size rules of batchBounds on every produce
+// request the broker reads. A failing schedule prints its seed and steps.
+// The run as a whole must have exercised coalescing, keyless records on
+// grown partitions, full batches and a full buffer.memory (chaosCoverage).
 //
 //	LONGHAUL_CHAOS_SEED=123        rerun one seed, printing its schedule
 //	LONGHAUL_CHAOS_SCHEDULES=50000 run more (or fewer) schedules
@@ -123,6 +124,11 @@ type chaosSchedule struct {
 	// KIP-1269 that never announces a window and retains 5 (oldNodes).
 	capped     int32
 	capVersion int16
+	// bufferMemory is buffer.memory: mostly 1 MiB, never reached; in one
+	// schedule in four 4, 8 or 16 KiB, which bursts fill, so Produce waits
+	// for acknowledgements and batch buffers are forced past the limit
+	// while memWatch checks the bound (chaosSchedule.memory).
+	bufferMemory int64
 }
 
 func (s *chaosSchedule) String() string {
@@ -131,6 +137,7 @@ func (s *chaosSchedule) String() string {
 	if s.capped >= 0 {
 		fmt.Fprintf(&b, ", node %d offers Produce up to v%d", s.capped, s.capVersion)
 	}
+	fmt.Fprintf(&b, ", buffer.memory %d", s.bufferMemory)
 	b.WriteString("\n")
 	for _, st := range s.steps {
 		fmt.Fprintf(&b, "  %7v %s\n", st.at, st.what)
@@ -147,6 +154,21 @@ type chaosRun struct {
 	// midRenewal counts moves made while a producer's connection to the
 	// node drained for its SASL renewal (moves).
 	midRenewal atomic.Int32
+	mem        []*memWatch // each producer's buffer.memory, checked as the schedule runs
+}
+
+// ledger returns a ledger of producer i's records, whose every Produce
+// and callback samples its buffer.memory (memWatch). Under a small
+// buffer.memory a Produce waits for acknowledgements, which come within a
+// delivery timeout; a wait longer than that fails the record (ledger.wait)
+// rather than hang the schedule.
+func (r *chaosRun) ledger(name string, i int, s *chaosSchedule) *ledger {
+	l := newLedger(name, chaosTopic)
+	l.mem = r.mem[i]
+	if s.bufferMemory < 1<<20 {
+		l.wait = chaosDelivery + 3*chaosReqTimeout
+	}
+	return l
 }
 
 // drawSchedule draws a schedule from seed: bursts of produce and of faults
@@ -355,6 +377,7 @@ func drawSchedule(seed uint64) *chaosSchedule {
 	// they failed with.
 	s.moves(rand.New(rand.NewPCG(seed, 0xad0d)), add)
 	s.oldNodes(rand.New(rand.NewPCG(seed, 0x330)))
+	s.memory(rand.New(rand.NewPCG(seed, 0x6d65b0)))
 	sort.SliceStable(s.steps, func(i, j int) bool { return s.steps[i].at < s.steps[j].at })
 	return s
 }
@@ -472,6 +495,22 @@ func (s *chaosSchedule) oldNodes(st *rand.Rand) {
 	}
 }
 
+// memory draws buffer.memory: in one schedule in four 4, 8 or 16 KiB,
+// which a burst of records fills, so Produce waits for acknowledgements,
+// batch buffers taking their capacity past the limit meanwhile (memWatch
+// checks the bound throughout); else 1 MiB, which no schedule reaches. The
+// stream's constant is one under which the seeds of scanSeeds draw 1 MiB,
+// so they keep the schedules they failed with. Small buffer.memory makes
+// the path depend on the pooled buffers earlier schedules left (their
+// capacity counts), so such a seed reruns the same way only in a clean
+// process (runSeedClean).
+func (s *chaosSchedule) memory(st *rand.Rand) {
+	s.bufferMemory = 1 << 20
+	if st.IntN(4) == 0 {
+		s.bufferMemory = []int64{4096, 8192, 16384}[st.IntN(3)]
+	}
+}
+
 // drainingTo reports whether p's connection to node nd is draining for
 // its SASL renewal (sender.checkConn), asking the sender goroutine.
 func drainingTo(p *Producer, nd int32) bool {
@@ -541,6 +580,8 @@ type scheduleCoverage struct {
 	fullness     float64 // the fullest batch of 2+ records, as a fraction of its bound (batchBounds)
 	requestBound bool    // max.request.size was below batch.size: it bounded batches
 	sent         uint64  // digest of the batches sent (batchBounds.sent): the path the run took
+	memFull      bool    // a Produce waited for buffer.memory (memWatch.waited)
+	memOver      bool    // a producer held more than buffer.memory: batch buffers forced past it
 }
 
 // runScheduleCovered is runSchedule, also returning what the schedule
@@ -590,22 +631,33 @@ func runScheduleCovered(t *testing.T, s *chaosSchedule) ([]string, scheduleCover
 		p, err := New(append(login, BootstrapServers(boot...), Dialer(n.Dial), Linger(time.Duration(i)*time.Millisecond),
 			RetryBackoff(5*time.Millisecond), RetryBackoffMax(50*time.Millisecond),
 			RequestTimeout(chaosReqTimeout), DeliveryTimeout(chaosDelivery),
-			MaxInFlightRequestsPerConnection(20), BatchSize(s.batchSize), BufferMemory(1<<20), MaxRequestSize(s.maxRequestSize),
+			MaxInFlightRequestsPerConnection(20), BatchSize(s.batchSize), BufferMemory(s.bufferMemory), MaxRequestSize(s.maxRequestSize),
 			Property("longhaul.coalesce.requests", strconv.Itoa(s.coalesce)),
 			optFunc(func(c *config) error { c.regress, c.probe = s.regress, new(senderProbe); return nil }),
 			seededRandom(s.seed<<4|uint64(i)), // a rerun of the seed draws the same jitter and partitions
 			Logger(chaosLogger(i)))...)
 		require.NoError(t, err)
+		p.mem.regress = s.regress // memForceKeepsFree, for TestChaosFindsForceKeepsFree
 		run.producers = append(run.producers, p)
-		run.ledgers = append(run.ledgers, newLedger(fmt.Sprintf("p%d", i), chaosTopic))
-		run.keyless = append(run.keyless, newLedger(fmt.Sprintf("p%dk", i), chaosTopic))
+		// One batch buffer: keepBuffer, the largest a batch here holds
+		// (batch.size is at most that, and only a partition whose last
+		// batch used more takes a larger pooled buffer).
+		run.mem = append(run.mem, &memWatch{p: p, name: strconv.Itoa(i), limit: s.bufferMemory, bound: s.bufferMemory + keepBuffer})
+		run.ledgers = append(run.ledgers, run.ledger(fmt.Sprintf("p%d", i), i, s))
+		run.keyless = append(run.keyless, run.ledger(fmt.Sprintf("p%dk", i), i, s))
 	}
 	start := time.Now()
+	for _, w := range run.mem {
+		w.start = start
+	}
 	for _, st := range s.steps {
 		if d := st.at - time.Since(start); d > 0 {
 			time.Sleep(d)
 		}
 		st.do(c, run)
+		for _, w := range run.mem {
+			w.sample("step: " + st.what)
+		}
 	}
 	// Faults stop: no scripted answer, dropped response or connection
 	// close is left armed for later requests.
@@ -629,11 +681,11 @@ func runScheduleCovered(t *testing.T, s *chaosSchedule) ([]string, scheduleCover
 	tailStart := time.Now()
 	tails := make([]*ledger, len(run.producers))
 	for i, p := range run.producers {
-		tails[i] = newLedger(fmt.Sprintf("tail%d", i), chaosTopic)
+		tails[i] = run.ledger(fmt.Sprintf("tail%d", i), i, s)
 		for part := range int32(chaosParts) {
 			tails[i].produce(p, part, 3, chaosRecordSize)
 		}
-		kt := newLedger(fmt.Sprintf("tail%dk", i), chaosTopic)
+		kt := run.ledger(fmt.Sprintf("tail%dk", i), i, s)
 		kt.produce(p, keyless, 5, chaosRecordSize)
 		tails = append(tails, kt)
 	}
@@ -668,6 +720,10 @@ func runScheduleCovered(t *testing.T, s *chaosSchedule) ([]string, scheduleCover
 				v = append(v, fmt.Sprintf("liveness: %v starved until delivery.timeout.ms: %v", k, r.err))
 				break
 			}
+			if errors.Is(r.err, context.DeadlineExceeded) {
+				v = append(v, fmt.Sprintf("liveness: %v waited for buffer.memory over %v: %v", k, l.wait, r.err))
+				break
+			}
 		}
 		l.mu.Unlock()
 	}
@@ -679,6 +735,12 @@ func runScheduleCovered(t *testing.T, s *chaosSchedule) ([]string, scheduleCover
 			v = append(v, fmt.Sprintf("memory: producer %d: buffer.memory not back to 0 after Close", i))
 		}
 		cov.holds += p.s.probe.holds.Load()
+		bad, peak, over := run.mem[i].result()
+		if bad != "" {
+			v = append(v, fmt.Sprintf("%s; the most it held was %d", bad, peak))
+		}
+		cov.memFull = cov.memFull || run.mem[i].waited.Load()
+		cov.memOver = cov.memOver || over
 	}
 	// Keyless records may have gone to partitions CreatePartitions added.
 	o := collectOutcome(c, chaosTopic, max(chaosParts, c.Partitions(chaosTopic)), append(all, tails...)...)
@@ -716,8 +778,9 @@ func runScheduleCovered(t *testing.T, s *chaosSchedule) ([]string, scheduleCover
 // coalescing off, or never placed keyless records on partitions a grown
 // topic added, or never filled a batch, or a change to the schedules that
 // never moved a node mid-renewal (where movedRenewalContinues shows), or
-// never sent batches to a Kafka 0.11 node (where v3Uncapped shows), would
-// otherwise pass every schedule.
+// never sent batches to a Kafka 0.11 node (where v3Uncapped shows), or
+// never filled buffer.memory (where regressForceKeepsFree and
+// waitingNoExtra show), would otherwise pass every schedule.
 type chaosCoverage struct {
 	schedules     int
 	held          int // schedules in which a lingered batch was held (coalescing, issue 19)
@@ -729,6 +792,8 @@ type chaosCoverage struct {
 	capped        int // schedules with a node of Produce v4 to v13
 	full          int // schedules with a batch of 2+ records within 80-100 % of batch.size or more
 	fullByRequest int // the same, in schedules whose max.request.size was the smaller bound
+	memFull       int // schedules in which a Produce waited for buffer.memory
+	memOver       int // schedules in which a producer held more than buffer.memory (forced growth)
 }
 
 func (c *chaosCoverage) add(s scheduleCoverage) {
@@ -760,11 +825,17 @@ func (c *chaosCoverage) add(s scheduleCoverage) {
 			c.fullByRequest++
 		}
 	}
+	if s.memFull {
+		c.memFull++
+	}
+	if s.memOver {
+		c.memOver++
+	}
 }
 
 func (c chaosCoverage) String() string {
-	return fmt.Sprintf("%d schedules: %d held a lingered batch, %d wrote keyless records to grown partitions, %d filled a batch to 80%% of its bound or more (%d of max.request.size), %d moved a node (%d mid-renewal), %d had a Kafka 0.11 node (Produce v3; %d sent it batches), %d a node of Produce v4 to v13",
-		c.schedules, c.held, c.grownKeyless, c.full, c.fullByRequest, c.moved, c.midRenewal, c.v3, c.v3Fed, c.capped)
+	return fmt.Sprintf("%d schedules: %d held a lingered batch, %d wrote keyless records to grown partitions, %d filled a batch to 80%% of its bound or more (%d of max.request.size), %d moved a node (%d mid-renewal), %d had a Kafka 0.11 node (Produce v3; %d sent it batches), %d a node of Produce v4 to v13, %d filled buffer.memory (a Produce waited), %d held more than buffer.memory",
+		c.schedules, c.held, c.grownKeyless, c.full, c.fullByRequest, c.moved, c.midRenewal, c.v3, c.v3Fed, c.capped, c.memFull, c.memOver)
 }
 
 // gaps returns what fewer than one schedule in a hundred of the run (and
@@ -772,8 +843,9 @@ func (c chaosCoverage) String() string {
 // one in four, write keyless records to grown partitions in one in ten,
 // fill a batch bounded by max.request.size in one in twenty-five, and move
 // a node while a producer's connection to it drains for its SASL renewal
-// in one in thirty (seeds 1-100: 3, 1-200: 6), and send batches to a Kafka
-// 0.11 node in about one in ten.
+// in one in thirty (seeds 1-100: 3, 1-200: 6), send batches to a Kafka
+// 0.11 node in about one in ten, and fill buffer.memory in one in five,
+// holding more than it (batch buffers forced past it) in one in seven.
 func (c chaosCoverage) gaps() []string {
 	least := max(1, c.schedules/100)
 	var g []string
@@ -795,6 +867,12 @@ func (c chaosCoverage) gaps() []string {
 	if c.v3Fed < least {
 		g = append(g, fmt.Sprintf("coverage: %d of %d schedules sent batches to a Kafka 0.11 node", c.v3Fed, c.schedules))
 	}
+	if c.memFull < least {
+		g = append(g, fmt.Sprintf("coverage: %d of %d schedules filled buffer.memory (a Produce waited for it)", c.memFull, c.schedules))
+	}
+	if c.memOver < least {
+		g = append(g, fmt.Sprintf("coverage: %d of %d schedules held more than buffer.memory (batch buffers forced past it)", c.memOver, c.schedules))
+	}
 	return g
 }
 
@@ -806,7 +884,8 @@ func (c chaosCoverage) gaps() []string {
 // chaosParts partitions only, as a producer that never learned of the
 // growth would), full batches (batch.size and max.request.size 1 MiB,
 // never reached), moves mid-renewal (no SASL session: nothing renews),
-// Kafka 0.11 nodes (none drawn).
+// Kafka 0.11 nodes (none drawn), a full buffer.memory (1 MiB in every
+// schedule).
 func TestChaosCoverageNegativeControl(t *testing.T) {
 	firstParts := PartitionerFunc(func(_ *Record, n int32) (int32, error) { return rand.Int32N(min(n, chaosParts)), nil })
 	for _, tc := range []struct {
@@ -821,6 +900,8 @@ func TestChaosCoverageNegativeControl(t *testing.T) {
 			[]string{"of its bound", "below batch.size"}},
 		{"no SASL sessions", func(s *chaosSchedule) { s.session = 0 }, []string{"mid-renewal"}},
 		{"no Kafka 0.11 node", func(s *chaosSchedule) { s.capped = -1 }, []string{"Kafka 0.11"}},
+		{"buffer.memory never small", func(s *chaosSchedule) { s.bufferMemory = 1 << 20 },
+			[]string{"filled buffer.memory", "held more than buffer.memory"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
