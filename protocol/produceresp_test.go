@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -722,4 +723,38 @@ func TestProduceResultCopiesStrings(t *testing.T) {
 	assert.Equal(t, "error message", gp.ErrorMessage)
 	assert.Equal(t, []RecordError{{1, "error message"}}, gp.RecordErrors)
 	assert.Equal(t, []NodeEndpoint{{NodeID: 1, Host: "host", Rack: "rack"}}, got.NodeEndpoints)
+}
+
+// TestProduceResultNodeEndpointsTag: NodeEndpoints is read from top-level
+// tag 0 wherever it comes among unknown tags, and is nil when the tag holds
+// no broker (as when it is absent).
+func TestProduceResultNodeEndpointsTag(t *testing.T) {
+	endpoints := func(n int) []byte {
+		b := kbin.AppendCompactArrayLen(nil, n)
+		for i := range n {
+			b = kbin.AppendInt32(b, int32(i+1))
+			b = kbin.AppendCompactString(b, "h")
+			b = kbin.AppendInt32(b, 9092)
+			b = kbin.AppendCompactNullableString(b, nil)
+			b = append(b, 0)
+		}
+		return b
+	}
+	body := func(tags ...[]byte) []byte {
+		b := kbin.AppendCompactArrayLen(nil, 0) // no topics
+		b = kbin.AppendInt32(b, 0)              // throttle
+		b = kbin.AppendUvarint(b, uint32(len(tags)/2))
+		for i := 0; i < len(tags); i += 2 {
+			b = kbin.AppendUvarint(b, uint32(tags[i][0]))
+			b = kbin.AppendUvarint(b, uint32(len(tags[i+1])))
+			b = append(b, tags[i+1]...)
+		}
+		return b
+	}
+	r, err := decodeResult(body([]byte{3}, []byte("x"), []byte{0}, endpoints(2)), 10, nil)
+	require.NoError(t, err)
+	require.Equal(t, []NodeEndpoint{{1, "h", 9092, ""}, {2, "h", 9092, ""}}, r.NodeEndpoints, "tag 0 after an unknown tag")
+	r, err = decodeResult(body([]byte{0}, endpoints(0)), 10, nil)
+	require.NoError(t, err)
+	require.Nil(t, r.NodeEndpoints, "no broker in the tag")
 }
