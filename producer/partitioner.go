@@ -99,9 +99,6 @@ func (p *Producer) setRacksLocked(res *protocol.MetadataResult) {
 // noteLeadersLocked keeps t's leaders from a metadata answer for
 // stickyAmong. Called with p.mu held.
 func (p *Producer) noteLeadersLocked(t *topicState, parts []protocol.PartitionMetadata, brokers map[int32]string) {
-	if !p.cfg.preferRack() {
-		return
-	}
 	s := &t.sticky
 	s.leaders = s.leaders[:0]
 	for _, pm := range parts {
@@ -116,28 +113,43 @@ func (p *Producer) noteLeadersLocked(t *topicState, parts []protocol.PartitionMe
 }
 
 // stickyAmong returns the partitions of t that records without a key go
-// to, empty for any: with partitioner.rack.aware, those whose leader is in
-// client.rack when the topic has any (KIP-1123), so the producer's traffic
-// stays in its rack (availability zone) where it can. It is recomputed
-// only after a leader or a rack changed; a sticky partition no longer in
-// it is left at once. Called with p.mu held.
+// to, empty for any. Those are the partitions with a leader, when some
+// have one and some not, as in the Java client (a record placed on a
+// partition without a leader would wait for one, while the others can
+// take it); with partitioner.rack.aware, those whose leader is in
+// client.rack when the topic has any (KIP-1123), so the producer's
+// traffic stays in its rack (availability zone) where it can. It is
+// recomputed only after a leader or a rack changed; a sticky partition no
+// longer in it is left at once. Called with p.mu held.
 func (p *Producer) stickyAmong(t *topicState) []int32 {
-	if !p.cfg.preferRack() {
-		return nil
-	}
 	s := &t.sticky
 	g := p.leadersGen.Load() // before the leaders: a change after this load moves it again
 	if s.set && s.gen == g && s.count == len(t.parts) {
 		return s.among
 	}
-	s.among = s.among[:0]
-	for i, ps := range t.parts {
-		l := ps.leaderPub.Load()
+	rack := p.cfg.preferRack()
+	leader := func(i int) int32 {
+		l := t.parts[i].leaderPub.Load()
 		if l < 0 && i < len(s.leaders) {
 			l = s.leaders[i]
 		}
-		if l >= 0 && p.racks[l] == p.cfg.clientRack {
-			s.among = append(s.among, int32(i))
+		return l
+	}
+	led, inRack := 0, 0
+	for i := range t.parts {
+		if l := leader(i); l >= 0 {
+			led++
+			if rack && p.racks[l] == p.cfg.clientRack {
+				inRack++
+			}
+		}
+	}
+	s.among = s.among[:0]
+	if inRack > 0 || led > 0 && led < len(t.parts) {
+		for i := range t.parts {
+			if l := leader(i); l >= 0 && (inRack == 0 || p.racks[l] == p.cfg.clientRack) {
+				s.among = append(s.among, int32(i))
+			}
 		}
 	}
 	s.gen, s.count, s.set = g, len(t.parts), true

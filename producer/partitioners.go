@@ -13,7 +13,10 @@ import (
 // (librdkafka). Without one, records with a key go to
 // murmur2(key) mod partitions, as in the Java client, and records without
 // a key stick to one partition per topic until batch.size bytes have gone
-// to it (partitioner.adaptive.partitioning.enable chooses the next one).
+// to it (partitioner.adaptive.partitioning.enable chooses the next one),
+// chosen among the partitions with a leader when some have none (as in the
+// Java client), and with partitioner.rack.aware among those led in
+// client.rack when any is.
 //
 // The implementer's contract:
 //   - Partition is called with the producer's lock held, one call at a
