@@ -58,6 +58,7 @@ type Cluster struct {
 	deniedTxnIDs    map[string]bool           // DenyTransactionalID
 	timedOutCommit  int16                     // SetTimedOutCommitError: 0 is INVALID_TXN_STATE
 	txnStats        TxnStats                  // TxnStats
+	txnFaults       txnFaults                 // LoseMarkers, FailOverBetweenMarkers
 }
 
 // node is one broker process serving a node id: a listener and its

@@ -80,6 +80,9 @@ type txnMeta struct {
 	// timeoutTimer aborts the ongoing transaction once its timeout
 	// passed; stopped when the transaction ends first.
 	timeoutTimer *time.Timer
+	// unmarked are the partitions of a prepared transaction whose
+	// markers are still to be written.
+	unmarked []*partition
 }
 
 // to moves m to state s, panicking on a transition the table does not
@@ -314,6 +317,14 @@ func (c *Cluster) prepareEnd(m *txnMeta, commit bool, markerEpoch int16) {
 		c.completeTxn(m) // nothing to mark
 		return
 	}
+	m.unmarked = append(m.unmarked[:0], m.parts...)
+	c.scheduleMarkers(m, c.markerDelay)
+}
+
+// scheduleMarkers writes m's pending markers once d passed (or, while
+// markers are held, once they are released), unless the transaction
+// ended otherwise first. c.mu is held.
+func (c *Cluster) scheduleMarkers(m *txnMeta, d time.Duration) {
 	seq := m.seq
 	write := func() {
 		if m.seq == seq && m.state.preparing() {
@@ -324,24 +335,55 @@ func (c *Cluster) prepareEnd(m *txnMeta, commit bool, markerEpoch int16) {
 		c.heldMarkers = append(c.heldMarkers, write)
 		return
 	}
-	c.after(c.markerDelay, write)
+	c.after(d, write)
 }
 
-// writeMarkers writes m's markers on every partition of its transaction,
-// settles its offsets and completes it. c.mu is held.
+// writeMarkers writes m's markers on the partitions of its transaction
+// not marked yet, settles its offsets and completes it. A marker lost
+// ([Cluster.LoseMarkers]) is written again later, and a coordinator
+// failing over between markers ([Cluster.FailOverBetweenMarkers]) has the
+// new coordinator write them all again; meanwhile the transaction stays
+// prepared. c.mu is held.
 func (c *Cluster) writeMarkers(m *txnMeta) {
 	commit := m.state == txnPrepareCommit
 	now := time.Now()
-	for _, p := range m.parts {
+	stopAt := -1 // a failover after this many markers
+	if c.txnFaults.failovers > 0 && len(m.unmarked)+len(m.groups) >= 2 {
+		stopAt = max(1, len(m.unmarked)/2)
+	}
+	var left []*partition
+	written := 0
+	for _, p := range m.unmarked {
+		if stopAt >= 0 && written >= stopAt {
+			left = append(left, p)
+			continue
+		}
 		if p.t == nil || c.topics[p.t.name] != p.t {
 			continue // the topic was deleted meanwhile
 		}
+		if c.txnFaults.lostMarkers > 0 {
+			c.txnFaults.lostMarkers--
+			c.txnStats.LostMarkers++
+			left = append(left, p)
+			continue
+		}
 		c.appendMarker(p, m.pid, m.markerEpoch, commit, now)
+		c.txnStats.Markers++
+		written++
 	}
+	if stopAt >= 0 && written > 0 {
+		c.failOverCoordinator(m)
+		return
+	}
+	if len(left) > 0 {
+		m.unmarked = left
+		c.scheduleMarkers(m, markerRetryBackoff)
+		return
+	}
+	m.unmarked = m.unmarked[:0]
 	for _, g := range m.groups {
 		c.settleOffsets(g, m.pid, commit)
 	}
-	c.txnStats.Markers += int64(len(m.parts))
 	c.completeTxn(m)
 }
 
@@ -514,8 +556,11 @@ func (c *Cluster) txnProduce(r *request, p *partition, info protocol.BatchInfo, 
 	// 4.1+); a Kafka 4.0 broker accepts any.
 	s := p.pids[info.ProducerID]
 	fresh := s == nil || s.epoch != info.ProducerEpoch || len(s.batches) == 0
-	if fresh && info.BaseSequence != 0 && !c.lenientTxnStart {
-		return kerr.OutOfOrderSequenceNumber.Code, "a transaction's first batch must have sequence 0"
+	if fresh && info.BaseSequence != 0 {
+		if !c.lenientTxnStart {
+			return kerr.OutOfOrderSequenceNumber.Code, "a transaction's first batch must have sequence 0"
+		}
+		c.txnStats.LenientStarts++
 	}
 	c.beginTxn(m, now)
 	if !m.hasPartition(p) {

@@ -21,6 +21,17 @@ type TxnStats struct {
 	// Fenced counts ongoing transactions aborted by an InitProducerId of
 	// their transactional id; TimedOut those aborted by their timeout.
 	Fenced, TimedOut int64
+	// LostMarkers counts marker writes lost and written again later
+	// ([Cluster.LoseMarkers]); MarkerFailovers the coordinators that
+	// failed over between the markers of one transaction
+	// ([Cluster.FailOverBetweenMarkers]).
+	LostMarkers, MarkerFailovers int64
+	// LenientStarts counts transactions' first batches on a partition
+	// taken at a sequence other than 0, which only a lenient broker
+	// ([Cluster.SetLenientTransactionStart], Kafka 4.0) takes: the
+	// records before it in the transaction are missing from the log
+	// there, a gap the producer opened.
+	LenientStarts int64
 }
 
 // TxnStats returns the coordinator's counters.

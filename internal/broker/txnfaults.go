@@ -1,0 +1,100 @@
+package broker
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Faults of the transaction coordinator's marker phase, and the
+// vocabulary of coordinator faults the randomized tests draw from.
+
+// txnFaults are the armed marker faults. c.mu guards them.
+type txnFaults struct {
+	lostMarkers int // marker writes to lose (LoseMarkers)
+	failovers   int // transactions whose coordinator fails over between markers
+}
+
+// markerRetryBackoff is how long the coordinator waits before writing a
+// lost marker again (Kafka's marker channel retries on its next send
+// loop, after its backoff).
+const markerRetryBackoff = 50 * time.Millisecond
+
+// LoseMarkers makes the next n marker writes fail, as when a partition's
+// leader is unavailable to the coordinator's WriteTxnMarkers: the
+// coordinator writes each again after a backoff, the transaction staying
+// prepared (its transactional id's requests answered
+// CONCURRENT_TRANSACTIONS, read_committed readers held at the last stable
+// offset of the partitions not marked) until every marker is written.
+// n <= 0 clears what is armed.
+func (c *Cluster) LoseMarkers(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.txnFaults.lostMarkers = addCount(c.txnFaults.lostMarkers, n)
+}
+
+// FailOverBetweenMarkers makes the transaction coordinator fail over
+// between the markers of each of the next n transactions that write two
+// or more (partitions and consumer groups counted): once the markers of
+// half the partitions (at least one) are written, the transactional id's
+// coordinator moves to the next node (its old node answers
+// NOT_COORDINATOR from then on), and the new coordinator, loading the
+// prepared transaction, writes every marker again after the marker delay,
+// carrying a higher coordinator epoch: the partitions marked before the
+// failover get a second marker, as from Kafka. n <= 0 clears what is
+// armed.
+func (c *Cluster) FailOverBetweenMarkers(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.txnFaults.failovers = addCount(c.txnFaults.failovers, n)
+}
+
+// failOverCoordinator moves m's coordinator to the next node, which
+// writes all of m's markers again. c.mu is held.
+func (c *Cluster) failOverCoordinator(m *txnMeta) {
+	c.txnFaults.failovers--
+	c.txnStats.MarkerFailovers++
+	i := coordPartition(m.id)
+	c.coordLeaders[1][i] = (c.coordLeaders[1][i] + 1) % int32(len(c.nodes))
+	c.coordEpoch++
+	m.unmarked = append(m.unmarked[:0], m.parts...)
+	c.scheduleMarkers(m, c.markerDelay)
+}
+
+// TxnCoordinatorErrors are the errors a transaction coordinator answers
+// while it moves, loads its partition or completes the previous
+// transaction, each with the API keys that can carry it: tests arm them
+// with [Cluster.InjectCoordinatorError]. FindCoordinator (10) answers
+// only the first two; CONCURRENT_TRANSACTIONS comes from InitProducerId
+// (22), AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26) and
+// TxnOffsetCommit (28).
+var TxnCoordinatorErrors = []struct {
+	Err  *kerr.Error
+	Keys []int16
+}{
+	{kerr.CoordinatorNotAvailable, []int16{10, 22, 24, 25, 26, 28}},
+	{kerr.CoordinatorLoadInProgress, []int16{10, 22, 24, 25, 26, 28}},
+	{kerr.NotCoordinator, []int16{22, 24, 25, 26, 28}},
+	{kerr.ConcurrentTransactions, []int16{22, 24, 25, 26, 28}},
+}
+
+// Kafka40ProduceMaxVersion is the highest Produce version Kafka 4.0
+// serves. A cluster behaving as Kafka 4.0 caps Produce there
+// ([Config].ProduceMaxVersions) and accepts a transaction's first batch at
+// any sequence ([Cluster.SetLenientTransactionStart]), since the check
+// came with Kafka 4.1 (Produce v13).
+const Kafka40ProduceMaxVersion = 12
+
+// LogEndOffset returns a partition's log end offset (its high
+// watermark: the offset the next batch gets), -1 for an unknown
+// partition. A partition with no open transaction has its last stable
+// offset there.
+func (c *Cluster) LogEndOffset(topic string, partition int32) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.partition(topic, partition)
+	if p == nil {
+		return -1
+	}
+	return p.next
+}
