@@ -58,7 +58,7 @@
 // interfaces ([HookBatchSent], [HookBatchAcked], [HookBatchRejected],
 // [HookRecordDone], [HookRecordProduced], [HookWindowChanged],
 // [HookProducerID], [HookBrokerConnect], [HookBrokerDisconnect],
-// [HookThrottle]) to feed metrics, tracing or tests. Most run on the sender
+// [HookThrottle], [HookRequestDone]) to feed metrics, tracing or tests. Most run on the sender
 // goroutine, and none may block; see [Hook].
 //
 // # Partitions

@@ -212,6 +212,38 @@ type HookThrottle interface {
 	OnThrottle(node int32, throttle time.Duration)
 }
 
+// RequestInfo describes one completed request to a broker, for
+// [HookRequestDone].
+type RequestInfo struct {
+	// Node is the broker the request went to.
+	Node int32
+	// API is the request's Kafka API key: 0, Produce.
+	API int16
+	// Latency is the time from handing the request to the connection to
+	// its completion: the time on the wire and in the broker (throttles
+	// included), not the time its batches waited in the producer before.
+	Latency time.Duration
+	// InFlight is how many produce requests to Node are still in flight
+	// once this one completed.
+	InFlight int
+	// Err is nil when the broker answered (whatever the answer's error
+	// codes), else the connection's error (I/O, the request timeout); the
+	// batches' fates are reported by [HookBatchAcked] and
+	// [HookBatchRejected].
+	Err error
+}
+
+// HookRequestDone is called once for every produce request that completes
+// (answered, or failed with its connection) before Close, after its
+// batches' [HookBatchAcked] and [HookBatchRejected] calls; requests still
+// in flight when Close stops the sender are not reported. With [HookBatchSent]'s
+// BatchInfo.Age (the time a batch waited in the producer) and
+// [HookBatchRejected]'s retrying, it tells queue time, request time and
+// retries apart. [NodeStats] sums the same latencies per node.
+type HookRequestDone interface {
+	OnRequestDone(r RequestInfo)
+}
+
 // hookSet is the registered hooks, split per interface once so an event
 // with no hook costs a length check.
 type hookSet struct {
@@ -225,6 +257,7 @@ type hookSet struct {
 	connect    []HookBrokerConnect
 	disconnect []HookBrokerDisconnect
 	throttle   []HookThrottle
+	requests   []HookRequestDone
 
 	// windows is the last limit reported per partition, owned by the
 	// sender goroutine; nil until a window hook needs it.
@@ -244,6 +277,7 @@ func (hs *hookSet) add(h Hook) bool {
 	found = addHook(h, &hs.connect) || found
 	found = addHook(h, &hs.disconnect) || found
 	found = addHook(h, &hs.throttle) || found
+	found = addHook(h, &hs.requests) || found
 	return found
 }
 
@@ -419,5 +453,13 @@ func (hs *hookSet) throttled(node int32, throttle time.Duration) {
 	}
 	for _, h := range hs.throttle {
 		h.OnThrottle(node, throttle)
+	}
+}
+
+// requestDone reports a completed produce request (response.go,
+// handleProduce).
+func (hs *hookSet) requestDone(r RequestInfo) {
+	for _, h := range hs.requests {
+		h.OnRequestDone(r)
 	}
 }

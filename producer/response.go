@@ -16,8 +16,10 @@ import (
 // put back for retry, or failed, and every ticket is completed once.
 func (s *sender) handleProduce(sr *sentRequest) {
 	err := sr.err
+	now := time.Now()
 	defer func() {
 		s.p.limiter.Finish(&sr.ir)
+		s.requestDone(sr, now)
 		s.applyPendingLeaders()
 		s.unblock(sr.node) // a request slot on the node is free
 		s.freeRequest(sr)
@@ -26,7 +28,6 @@ func (s *sender) handleProduce(sr *sentRequest) {
 	for _, b := range sr.batches {
 		s.touched = append(s.touched, b.part)
 	}
-	now := time.Now()
 	if err != nil {
 		s.connFailed(sr.node, sr.conn, err)
 		code := judge.CodeUnsent
@@ -102,6 +103,17 @@ func (s *sender) applyPendingLeaders() {
 		s.touched[i] = nil
 	}
 	s.touched = s.touched[:0]
+}
+
+// requestDone counts sr's completion in its node's figures and reports it
+// to the hooks, once its slot is free.
+func (s *sender) requestDone(sr *sentRequest, now time.Time) {
+	n := sr.node
+	latency := now.Sub(sr.sentAt)
+	n.stats.requests.Add(1)
+	n.stats.requestNanos.Add(int64(latency))
+	s.cfg.hooks.requestDone(RequestInfo{Node: n.id, API: 0, Latency: latency,
+		InFlight: s.p.limiter.NodeInFlight(n.admission), Err: sr.err})
 }
 
 var errMissingPartition = errors.New("producer: broker response left out the partition")

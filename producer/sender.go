@@ -123,6 +123,7 @@ type nodeState struct {
 	// (zero: not throttled; reset with the connection).
 	throttledUntil time.Time
 	connected      atomic.Bool       // for Stats
+	stats          nodeStats         // for Stats
 	cand           []*partitionState // scratch: partitions with a batch for this node
 	blocked        []*partitionState // partitions waiting for a connection or a request slot
 }

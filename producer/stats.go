@@ -2,6 +2,7 @@ package producer
 
 import (
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/longhaul-kafka/longhaul/inflight"
@@ -29,6 +30,22 @@ type NodeStats struct {
 	ID               int32
 	Connected        bool
 	RequestsInFlight int
+	// Requests counts the produce requests to the node that completed:
+	// answered, or failed with their connection. RequestTime is their
+	// latencies summed (each from the moment the request was handed to
+	// the connection to its completion, as [RequestInfo.Latency]), so
+	// RequestTime / Requests is the mean request latency: the time a batch
+	// spent on the wire and in the broker, apart from the time it waited
+	// in the producer (BatchInfo.Age of HookBatchSent) and from retries
+	// (BatchesRetried).
+	Requests    int64
+	RequestTime time.Duration
+}
+
+// nodeStats is a node's request figures, written by the sender goroutine
+// and read by Stats.
+type nodeStats struct {
+	requests, requestNanos atomic.Int64
 }
 
 // Stats is a snapshot of the producer, from [Producer.Stats].
@@ -51,8 +68,15 @@ type Stats struct {
 	// and that wait is not counted against request.timeout.ms.
 	Throttles     int64
 	ThrottledTime time.Duration
-	Partitions    []PartitionStats // sorted by topic, then partition
-	Nodes         []NodeStats      // sorted by id
+	// BufferedBytes is the buffer.memory held now: the records accepted
+	// and not yet called back (open, queued, in flight or waiting for a
+	// retry), counted as their batches' buffers, as buffer.memory counts
+	// them. BufferedRecords is how many records that is. Both are 0 once
+	// every callback has run.
+	BufferedBytes   int64
+	BufferedRecords int64
+	Partitions      []PartitionStats // sorted by topic, then partition
+	Nodes           []NodeStats      // sorted by id
 }
 
 // Stats returns a snapshot of windows, in-flight counts and totals. It is
@@ -73,7 +97,11 @@ func (p *Producer) Stats() Stats {
 	if id := s.idPub.Load(); id >= 0 {
 		st.ProducerID, st.ProducerEpoch = id>>16, int16(uint16(id))
 	}
+	st.BufferedBytes = p.mem.Held()
 	p.mu.Lock()
+	for _, g := range p.gens {
+		st.BufferedRecords += g.n
+	}
 	for _, t := range p.topics {
 		for _, ps := range t.parts {
 			st.Partitions = append(st.Partitions, PartitionStats{
@@ -89,7 +117,8 @@ func (p *Producer) Stats() Stats {
 		}
 	}
 	for _, n := range p.nodes {
-		st.Nodes = append(st.Nodes, NodeStats{ID: n.id, Connected: n.connected.Load(), RequestsInFlight: p.limiter.NodeInFlight(n.admission)})
+		st.Nodes = append(st.Nodes, NodeStats{ID: n.id, Connected: n.connected.Load(), RequestsInFlight: p.limiter.NodeInFlight(n.admission),
+			Requests: n.stats.requests.Load(), RequestTime: time.Duration(n.stats.requestNanos.Load())})
 	}
 	p.mu.Unlock()
 	sort.Slice(st.Partitions, func(i, j int) bool {

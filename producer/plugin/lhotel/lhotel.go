@@ -26,6 +26,19 @@
 //	longhaul.producer.broker.connects    counter: connection attempts; longhaul.broker.node, error.type on failures
 //	longhaul.producer.broker.disconnects counter: connections given up; longhaul.broker.node
 //	longhaul.producer.throttle           counter (s): throttle time announced; longhaul.broker.node
+//	longhaul.producer.request.duration   histogram (s): a produce request's time from the connection to its answer or failure; longhaul.broker.node
+//	longhaul.producer.requests.in_flight gauge: produce requests to the node in flight, as of its latest completion; longhaul.broker.node
+//
+// And, for the producers given to [Metrics.Watch], observed from
+// producer.Stats at each collection, one point per watched producer
+// (attribute longhaul.producer, the name given to Watch):
+//
+//	longhaul.producer.buffered.bytes     gauge (By): buffer.memory held by records not yet called back
+//	longhaul.producer.buffered.records   gauge: records accepted and not yet called back
+//
+// batch.duration minus request.duration is the time a batch waited in the
+// producer (linger, window, retries), batch.retries counts the retries:
+// queue time, request time and retries apart.
 //
 // Hook methods only record on these instruments, as the producer's hook
 // contract requires; the hooks carry no context, so measurements use
@@ -54,15 +67,17 @@ const ScopeName = "github.com/longhaul-kafka/longhaul/producer/plugin/lhotel"
 type Metrics struct {
 	records, bytes, errors, retries, windowChanges, producerIDs,
 	connects, disconnects, throttle metric.Float64Counter
-	latency  metric.Float64Histogram
-	inflight metric.Int64UpDownCounter
-	window   metric.Int64Gauge
+	latency, reqLatency  metric.Float64Histogram
+	inflight             metric.Int64UpDownCounter
+	window, reqInFlight  metric.Int64Gauge
+	bufBytes, bufRecords metric.Int64ObservableGauge
+	meter                metric.Meter
 }
 
 // New creates the instruments on a meter of mp named [ScopeName].
 func New(mp metric.MeterProvider) (*Metrics, error) {
 	mt := mp.Meter(ScopeName)
-	var m Metrics
+	m := Metrics{meter: mt}
 	var errs []error
 	counter := func(name, unit, desc string) metric.Float64Counter {
 		c, err := mt.Float64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
@@ -88,10 +103,37 @@ func New(mp metric.MeterProvider) (*Metrics, error) {
 	m.window, err = mt.Int64Gauge("longhaul.producer.window", metric.WithUnit("{batch}"),
 		metric.WithDescription("The partition's in-flight limit: the broker's KIP-1269 window once learned, else 5."))
 	errs = append(errs, err)
+	m.reqLatency, err = mt.Float64Histogram("longhaul.producer.request.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time of a produce request from its connection to its answer or failure."))
+	errs = append(errs, err)
+	m.reqInFlight, err = mt.Int64Gauge("longhaul.producer.requests.in_flight", metric.WithUnit("{request}"),
+		metric.WithDescription("Produce requests to the node in flight, as of its latest completion."))
+	errs = append(errs, err)
+	m.bufBytes, err = mt.Int64ObservableGauge("longhaul.producer.buffered.bytes", metric.WithUnit("By"),
+		metric.WithDescription("buffer.memory held by records not yet called back."))
+	errs = append(errs, err)
+	m.bufRecords, err = mt.Int64ObservableGauge("longhaul.producer.buffered.records", metric.WithUnit("{record}"),
+		metric.WithDescription("Records accepted and not yet called back."))
+	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return &m, nil
+}
+
+// Watch observes p's buffered.bytes and buffered.records (producer.Stats)
+// at each collection, with the attribute longhaul.producer set to name,
+// until the returned registration is unregistered. The hooks cannot
+// report them: records wait in the producer between events. Unregister
+// once p is closed, so the meter does not keep it.
+func (m *Metrics) Watch(p *producer.Producer, name string) (metric.Registration, error) {
+	at := metric.WithAttributes(attribute.String("longhaul.producer", name))
+	return m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		st := p.Stats()
+		o.ObserveInt64(m.bufBytes, st.BufferedBytes, at)
+		o.ObserveInt64(m.bufRecords, st.BufferedRecords, at)
+		return nil
+	}, m.bufBytes, m.bufRecords)
 }
 
 var bg = context.Background()
@@ -178,4 +220,11 @@ func (m *Metrics) OnBrokerDisconnect(node int32, _ string, _ error) {
 // OnThrottle implements producer.HookThrottle.
 func (m *Metrics) OnThrottle(node int32, d time.Duration) {
 	m.throttle.Add(bg, d.Seconds(), metric.WithAttributes(nodeAttr(node)))
+}
+
+// OnRequestDone implements producer.HookRequestDone.
+func (m *Metrics) OnRequestDone(r producer.RequestInfo) {
+	at := metric.WithAttributes(nodeAttr(r.Node))
+	m.reqLatency.Record(bg, r.Latency.Seconds(), at)
+	m.reqInFlight.Record(bg, int64(r.InFlight), at)
 }

@@ -2,6 +2,7 @@ package lhotel_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -100,4 +101,85 @@ func TestMetricsFromAProducer(t *testing.T) {
 	require.Len(t, lat.DataPoints, 1)
 	assert.Equal(t, uint64(acked.Load()), lat.DataPoints[0].Count, "one latency sample per acknowledged batch")
 	assert.Equal(t, "s", got["longhaul.producer.batch.duration"].Unit)
+}
+
+// TestWatchAndRequests: a watched producer's buffered gauges are its Stats
+// while its broker holds the answers and 0 once they came; the request
+// duration histogram has one sample per completed produce request; after
+// Unregister the producer is no longer observed.
+func TestWatchAndRequests(t *testing.T) {
+	c, err := broker.Start(broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
+	require.NoError(t, err)
+	defer c.Close()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	m, err := lhotel.New(mp)
+	require.NoError(t, err)
+	p, err := producer.New(producer.BootstrapServers(c.Addr()), producer.Hooks(m))
+	require.NoError(t, err)
+	defer p.Close(context.Background())
+	reg, err := m.Watch(p, "orders")
+	require.NoError(t, err)
+	produce(t, p, 1)
+
+	collect := func() map[string]metricdata.Metrics {
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, reader.Collect(context.Background(), &rm))
+		got := map[string]metricdata.Metrics{}
+		for _, sm := range rm.ScopeMetrics {
+			for _, mt := range sm.Metrics {
+				got[mt.Name] = mt
+			}
+		}
+		return got
+	}
+	name := attribute.NewSet(attribute.String("longhaul.producer", "orders"))
+	gauge := func(got map[string]metricdata.Metrics, n string) (int64, bool) {
+		g, ok := got[n].Data.(metricdata.Gauge[int64])
+		if !ok || len(g.DataPoints) != 1 {
+			return 0, false
+		}
+		assert.Equal(t, name, g.DataPoints[0].Attributes)
+		return g.DataPoints[0].Value, true
+	}
+
+	const hold = 2 * time.Second
+	c.Stall(0, hold)
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Add(1)
+		r := &producer.Record{Topic: "t", Value: []byte("value")}
+		r.SetPartition(0)
+		p.Produce(context.Background(), r, func(*producer.Record, error) { wg.Done() })
+	}
+	recs, ok := gauge(collect(), "longhaul.producer.buffered.records")
+	require.True(t, ok)
+	assert.Equal(t, int64(10), recs)
+	// Settled once the batch is sealed and sent (linger 5 ms); the broker
+	// holds it for the rest of the stall.
+	require.Eventually(t, func() bool {
+		b := p.Stats().BufferedBytes
+		v, _ := gauge(collect(), "longhaul.producer.buffered.bytes")
+		return b > 0 && v == b
+	}, hold, time.Millisecond)
+	wg.Wait()
+	got := collect()
+	recs, _ = gauge(got, "longhaul.producer.buffered.records")
+	bytes, _ := gauge(got, "longhaul.producer.buffered.bytes")
+	assert.Zero(t, recs)
+	assert.Zero(t, bytes)
+
+	st := p.Stats()
+	lat := got["longhaul.producer.request.duration"].Data.(metricdata.Histogram[float64])
+	require.Len(t, lat.DataPoints, 1)
+	assert.Equal(t, uint64(st.Nodes[0].Requests), lat.DataPoints[0].Count)
+	assert.InDelta(t, st.Nodes[0].RequestTime.Seconds(), lat.DataPoints[0].Sum, 1e-6)
+	assert.Equal(t, "s", got["longhaul.producer.request.duration"].Unit)
+	inflight := got["longhaul.producer.requests.in_flight"].Data.(metricdata.Gauge[int64])
+	require.Len(t, inflight.DataPoints, 1)
+	assert.Zero(t, inflight.DataPoints[0].Value)
+
+	require.NoError(t, reg.Unregister())
+	_, ok = gauge(collect(), "longhaul.producer.buffered.records")
+	assert.False(t, ok, "no longer observed")
 }

@@ -23,6 +23,18 @@
 //	broker_connects_total{node,result}     counter: connection attempts, result "ok" or "error"
 //	broker_disconnects_total{node}         counter: connections given up
 //	throttle_seconds_total{node}           counter: throttle time announced by brokers
+//	request_latency_seconds{node}          histogram: a produce request's time from the connection to its answer or failure
+//	requests_in_flight{node}               gauge: produce requests to the node in flight, as of its latest completion
+//
+// And, for the producers given to [Metrics.Watch], read from
+// producer.Stats at each scrape and added up over them:
+//
+//	buffered_bytes                         gauge: buffer.memory held by records not yet called back
+//	buffered_records                       gauge: records accepted and not yet called back
+//
+// batch_latency_seconds minus request_latency_seconds is the time a batch
+// waited in the producer (linger, window, retries); batch_retries_total
+// counts the retries: queue time, request time and retries apart.
 //
 // Every hook method only updates these collectors (lock-free counters and
 // short-locked maps inside client_golang), as the producer's hook contract
@@ -32,6 +44,7 @@ package lhprom
 import (
 	"errors"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,6 +71,12 @@ type Metrics struct {
 	connects     *prometheus.CounterVec
 	disconnects  *prometheus.CounterVec
 	throttle     *prometheus.CounterVec
+	reqLatency   *prometheus.HistogramVec
+	reqInFlight  *prometheus.GaugeVec
+
+	bufBytes, bufRecords *prometheus.Desc
+	mu                   sync.Mutex
+	watched              map[*producer.Producer]int // Watch calls not yet stopped, per producer
 }
 
 // Opt configures [New].
@@ -76,8 +95,9 @@ func Namespace(ns string) Opt { return func(o *options) { o.namespace = ns } }
 // {"producer": "orders"} to tell producers apart.
 func ConstLabels(l prometheus.Labels) Opt { return func(o *options) { o.constLabels = l } }
 
-// LatencyBuckets sets the batch_latency_seconds buckets; default
-// prometheus.ExponentialBuckets(0.001, 2, 16) (1 ms to about 33 s).
+// LatencyBuckets sets the batch_latency_seconds and request_latency_seconds
+// buckets; default prometheus.ExponentialBuckets(0.001, 2, 16) (1 ms to
+// about 33 s).
 func LatencyBuckets(b []float64) Opt { return func(o *options) { o.buckets = b } }
 
 // New returns metrics that are not registered yet.
@@ -97,6 +117,10 @@ func New(opts ...Opt) *Metrics {
 	}
 	ns, sub, lat := name("batch_latency_seconds")
 	_, _, pid := name("producer_id_changes_total")
+	_, _, rlat := name("request_latency_seconds")
+	desc := func(n, help string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(o.namespace, "producer", n), help, nil, o.constLabels)
+	}
 	return &Metrics{
 		records: counter("records_total", "Records done, by topic and result (ok, error).", "topic", "result"),
 		bytes:   counter("bytes_total", "RecordBatch bytes acknowledged, after compression.", "topic"),
@@ -112,12 +136,18 @@ func New(opts ...Opt) *Metrics {
 		connects:    counter("broker_connects_total", "Connection attempts to brokers, by result (ok, error).", "node", "result"),
 		disconnects: counter("broker_disconnects_total", "Broker connections given up.", "node"),
 		throttle:    counter("throttle_seconds_total", "Throttle time announced in ProduceResponses.", "node"),
+		reqLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: rlat,
+			Help: "Time of a produce request from its connection to its answer or failure.", ConstLabels: o.constLabels, Buckets: o.buckets}, []string{"node"}),
+		reqInFlight: gauge("requests_in_flight", "Produce requests to the node in flight, as of its latest completion.", "node"),
+		bufBytes:    desc("buffered_bytes", "buffer.memory held by records not yet called back."),
+		bufRecords:  desc("buffered_records", "Records accepted and not yet called back."),
+		watched:     make(map[*producer.Producer]int),
 	}
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.records, m.bytes, m.latency, m.errors, m.retries, m.inflight,
-		m.window, m.windowChange, m.producerIDs, m.connects, m.disconnects, m.throttle}
+		m.window, m.windowChange, m.producerIDs, m.connects, m.disconnects, m.throttle, m.reqLatency, m.reqInFlight}
 }
 
 // Describe implements prometheus.Collector.
@@ -125,12 +155,50 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, c := range m.collectors() {
 		c.Describe(ch)
 	}
+	ch <- m.bufBytes
+	ch <- m.bufRecords
 }
 
-// Collect implements prometheus.Collector.
+// Collect implements prometheus.Collector. It calls Stats of every watched
+// producer.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, c := range m.collectors() {
 		c.Collect(ch)
+	}
+	m.mu.Lock()
+	ps := make([]*producer.Producer, 0, len(m.watched))
+	for p := range m.watched {
+		ps = append(ps, p)
+	}
+	m.mu.Unlock()
+	var bytes, records int64
+	for _, p := range ps {
+		st := p.Stats()
+		bytes += st.BufferedBytes
+		records += st.BufferedRecords
+	}
+	ch <- prometheus.MustNewConstMetric(m.bufBytes, prometheus.GaugeValue, float64(bytes))
+	ch <- prometheus.MustNewConstMetric(m.bufRecords, prometheus.GaugeValue, float64(records))
+}
+
+// Watch adds p's buffered_bytes and buffered_records (producer.Stats) to
+// the gauges of every scrape, until the returned stop is called (more
+// calls of stop do nothing). The hooks cannot report them: records wait
+// in the producer between events. Stop watching a producer once it is
+// closed, so Metrics does not keep it.
+func (m *Metrics) Watch(p *producer.Producer) (stop func()) {
+	m.mu.Lock()
+	m.watched[p]++
+	m.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			if m.watched[p]--; m.watched[p] == 0 {
+				delete(m.watched, p)
+			}
+		})
 	}
 }
 
@@ -204,4 +272,11 @@ func (m *Metrics) OnBrokerDisconnect(node int32, _ string, _ error) {
 // OnThrottle implements producer.HookThrottle.
 func (m *Metrics) OnThrottle(node int32, d time.Duration) {
 	m.throttle.WithLabelValues(part(node)).Add(d.Seconds())
+}
+
+// OnRequestDone implements producer.HookRequestDone.
+func (m *Metrics) OnRequestDone(r producer.RequestInfo) {
+	node := part(r.Node)
+	m.reqLatency.WithLabelValues(node).Observe(r.Latency.Seconds())
+	m.reqInFlight.WithLabelValues(node).Set(float64(r.InFlight))
 }

@@ -163,3 +163,82 @@ func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 
 	t.Fatalf("no %s", name)
 	return 0
 }
+
+// TestWatchAndRequests: the buffered gauges of a watched producer are its
+// Stats while its broker holds the answers and 0 once they came; the
+// request latency histogram has one sample per completed produce request,
+// each at least the hold for the held ones; after stop the producer no
+// longer counts.
+func TestWatchAndRequests(t *testing.T) {
+	c, err := broker.Start(broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
+	require.NoError(t, err)
+	defer c.Close()
+	m := lhprom.New()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	p, err := producer.New(producer.BootstrapServers(c.Addr()), producer.Hooks(m))
+	require.NoError(t, err)
+	defer p.Close(context.Background())
+	stop := m.Watch(p)
+	produce(t, p, 1)
+
+	const hold = 2 * time.Second
+	c.Stall(0, hold)
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Add(1)
+		r := &producer.Record{Topic: "t", Value: []byte("value")}
+		r.SetPartition(0)
+		p.Produce(context.Background(), r, func(*producer.Record, error) { wg.Done() })
+	}
+	assert.Equal(t, 10.0, counterValue(t, reg, "longhaul_producer_buffered_records", nil))
+	st := p.Stats()
+	require.Positive(t, st.BufferedBytes)
+	// The figures settle once the batch is sealed and sent (linger 5 ms);
+	// the broker holds it for the rest of the stall.
+	require.Eventually(t, func() bool {
+		b := p.Stats().BufferedBytes
+		return b > 0 && float64(b) == counterValue(t, reg, "longhaul_producer_buffered_bytes", nil)
+	}, hold, time.Millisecond)
+	wg.Wait()
+	assert.Zero(t, counterValue(t, reg, "longhaul_producer_buffered_records", nil))
+	assert.Zero(t, counterValue(t, reg, "longhaul_producer_buffered_bytes", nil))
+
+	st = p.Stats()
+	require.Len(t, st.Nodes, 1)
+	assert.Equal(t, uint64(st.Nodes[0].Requests), histogramCount(t, reg, "longhaul_producer_request_latency_seconds"))
+	assert.InDelta(t, st.Nodes[0].RequestTime.Seconds(), histogramSum(t, reg, "longhaul_producer_request_latency_seconds"), 1e-6)
+	assert.GreaterOrEqual(t, st.Nodes[0].RequestTime, hold/2, "the held request took most of the hold")
+	assert.Zero(t, counterValue(t, reg, "longhaul_producer_requests_in_flight", map[string]string{"node": "0"}))
+
+	stop()
+	stop()
+	c.Stall(0, hold)
+	r := &producer.Record{Topic: "t", Value: []byte("value")}
+	r.SetPartition(0)
+	res := make(chan error, 1)
+	p.Produce(context.Background(), r, func(_ *producer.Record, err error) { res <- err })
+	assert.Equal(t, int64(1), p.Stats().BufferedRecords)
+	assert.Zero(t, counterValue(t, reg, "longhaul_producer_buffered_records", nil), "no longer watched")
+	require.NoError(t, <-res)
+	problems, err := testutil.GatherAndLint(reg)
+	require.NoError(t, err)
+	assert.Empty(t, problems)
+}
+
+func histogramSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			var s float64
+			for _, mt := range mf.GetMetric() {
+				s += mt.GetHistogram().GetSampleSum()
+			}
+			return s
+		}
+	}
+	t.Fatalf("no %s", name)
+	return 0
+}

@@ -103,6 +103,7 @@ func serve(ctx context.Context, o options, stdout io.Writer) error {
 		return err
 	}
 	defer p.Close(context.Background())
+	defer metrics.Watch(p)() // buffered_bytes and buffered_records
 
 	if o.duration > 0 {
 		var cancel context.CancelFunc

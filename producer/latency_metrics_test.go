@@ -1,0 +1,183 @@
+package producer
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-kafka/longhaul/internal/broker"
+)
+
+// requestLog records what HookRequestDone and HookBatchSent report.
+type requestLog struct {
+	mu        sync.Mutex
+	requests  []RequestInfo
+	sentBytes int
+	sent      int
+}
+
+func (l *requestLog) OnRequestDone(r RequestInfo) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.requests = append(l.requests, r)
+}
+
+func (l *requestLog) OnBatchSent(b BatchInfo) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sentBytes += b.Bytes
+	l.sent++
+}
+
+func (l *requestLog) snapshot() ([]RequestInfo, int, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]RequestInfo(nil), l.requests...), l.sentBytes, l.sent
+}
+
+// TestBufferedWhileBrokerHeld: while the broker holds every answer, the
+// records produced are all buffered (Stats.BufferedRecords is their count,
+// Stats.BufferedBytes the buffers of their batches, at least their bytes on
+// the wire) and both are 0 once the callbacks ran. Every request's latency
+// is at least the link's round trip, the held ones at least the hold, and
+// Stats.Nodes sums the latencies the hook saw.
+func TestBufferedWhileBrokerHeld(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const (
+			rtt     = 40 * time.Millisecond
+			hold    = 2 * time.Second
+			records = 30
+		)
+		c, n := memCluster(t, broker.Config{RTT: rtt, Topics: []broker.TopicConfig{{Name: "t", Partitions: 3}}})
+		log := &requestLog{}
+		p := memProducer(t, c, n, BatchSize(1024), RequestTimeout(10*time.Second), DeliveryTimeout(time.Minute), Hooks(log))
+		require.NoError(t, p.ProduceSync(context.Background(), &Record{Topic: "t", Value: []byte("warm")}).FirstErr())
+		assert.Zero(t, p.Stats().BufferedBytes)
+		assert.Zero(t, p.Stats().BufferedRecords)
+		_, warmBytes, warmSent := log.snapshot()
+
+		c.Stall(0, hold)
+		var wg sync.WaitGroup
+		wg.Add(records)
+		for i := range records {
+			r := &Record{Topic: "t", Value: make([]byte, 600)}
+			r.SetPartition(int32(i % 3))
+			p.Produce(context.Background(), r, func(*Record, error) { wg.Done() })
+		}
+		time.Sleep(hold / 2)
+		st := p.Stats()
+		_, sentBytes, sent := log.snapshot()
+		assert.Equal(t, int64(records), st.BufferedRecords, "every record is buffered while the broker holds its answer")
+		// Every batch holds its buffer's capacity, whether sent (in
+		// flight) or queued behind the partition's window.
+		assert.Equal(t, batchBuffers(p), st.BufferedBytes, "every batch's buffer")
+		assert.GreaterOrEqual(t, st.BufferedBytes, int64(records*600), "at least the values")
+		assert.Positive(t, sent-warmSent)
+		assert.GreaterOrEqual(t, st.BufferedBytes, int64(sentBytes-warmBytes))
+
+		wg.Wait()
+		st = p.Stats()
+		assert.Zero(t, st.BufferedRecords)
+		assert.Zero(t, st.BufferedBytes)
+
+		reqs, _, _ := log.snapshot()
+		require.NotEmpty(t, reqs)
+		var sum time.Duration
+		held := 0
+		for _, r := range reqs {
+			assert.Equal(t, int32(0), r.Node)
+			assert.Equal(t, int16(0), r.API)
+			assert.NoError(t, r.Err)
+			assert.GreaterOrEqual(t, r.Latency, rtt, "no answer comes before the round trip")
+			if r.Latency >= hold/2 {
+				held++
+			}
+			sum += r.Latency
+		}
+		assert.Positive(t, held, "the held requests took the hold")
+		assert.Equal(t, 0, reqs[len(reqs)-1].InFlight, "the last one leaves none in flight")
+		require.Len(t, st.Nodes, 1)
+		assert.Equal(t, int64(len(reqs)), st.Nodes[0].Requests)
+		assert.Equal(t, sum, st.Nodes[0].RequestTime)
+	})
+}
+
+// TestRequestDoneReportsInFlightAndFailure: requests pipelined to one node
+// report how many are still in flight after each, and a request whose
+// answer never comes completes with the request timeout as its error.
+func TestRequestDoneReportsInFlightAndFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{RTT: 20 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: 4, Window: 20}}})
+		log := &requestLog{}
+		p := memProducer(t, c, n, Linger(0), Hooks(log))
+		require.NoError(t, p.ProduceSync(context.Background(), &Record{Topic: "t", Value: []byte("warm")}).FirstErr())
+
+		// Four partitions, one record each a millisecond apart: four
+		// requests in flight at once, answered in order.
+		var wg sync.WaitGroup
+		for i := range 4 {
+			wg.Add(1)
+			r := &Record{Topic: "t", Value: []byte("v")}
+			r.SetPartition(int32(i))
+			p.Produce(context.Background(), r, func(*Record, error) { wg.Done() })
+			time.Sleep(time.Millisecond)
+		}
+		wg.Wait()
+		reqs, _, _ := log.snapshot()
+		var inflight []int
+		for _, r := range reqs[1:] {
+			inflight = append(inflight, r.InFlight)
+		}
+		assert.Equal(t, []int{3, 2, 1, 0}, inflight)
+
+		c.DropProduceResponses(0, 1)
+		rec := &Record{Topic: "t", Value: []byte("lost answer")}
+		rec.SetPartition(0)
+		require.NoError(t, p.ProduceSync(context.Background(), rec).FirstErr(), "retried after the timeout")
+		reqs, _, _ = log.snapshot()
+		var failed []RequestInfo
+		for _, r := range reqs {
+			if r.Err != nil {
+				failed = append(failed, r)
+			}
+		}
+		require.Len(t, failed, 1)
+		assert.GreaterOrEqual(t, failed[0].Latency, time.Second, "it failed at request.timeout.ms")
+		assert.Equal(t, int64(len(reqs)), p.Stats().Nodes[0].Requests)
+	})
+}
+
+// batchBuffers sums the buffer capacities of every batch p holds, read on
+// the sender goroutine (which owns the sent and queued ones) under
+// Producer.mu (which guards the open and sealed ones).
+func batchBuffers(p *Producer) int64 {
+	sum := make(chan int64)
+	p.post(func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		var n int64
+		add := func(bs ...*batch) {
+			for _, b := range bs {
+				if b != nil && len(b.records) > 0 {
+					n += int64(b.builder.Cap())
+				}
+			}
+		}
+		for _, t := range p.topics {
+			for _, ps := range t.parts {
+				add(ps.open)
+				add(ps.sealed...)
+				add(ps.queue...)
+				add(ps.inflight...)
+				add(ps.retry...)
+			}
+		}
+		sum <- n
+	})
+	return <-sum
+}
