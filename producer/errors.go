@@ -71,14 +71,19 @@ var ErrBufferFull = errors.New("producer: buffer.memory full")
 // kerr.UnknownTopicOrPartition) work. The records were never sent.
 var ErrTopicMetadata = errors.New("producer: topic metadata unavailable")
 
+// ErrPurged is wrapped by the [*DeliveryError] of every record
+// [Producer.Purge] failed before it was sent: no broker saw it, so it is
+// safe to produce again.
+var ErrPurged = errors.New("producer: purged before it was sent")
+
 // ErrInFlight is wrapped, with the context's error, in the
 // [*DeliveryError] (marked FateUnknown) of a [Producer.ProduceSync] record
 // that had been sent when the context ended: it could not be withdrawn and
 // completes in the background.
 var ErrInFlight = errors.New("producer: still in flight when the context ended")
 
-// ErrInCallback is returned by [Producer.Flush], [Producer.ProduceSync] and
-// [Producer.Close] when called from a record callback or a hook: they wait
+// ErrInCallback is returned by [Producer.Flush], [Producer.ProduceSync],
+// [Producer.Purge] and [Producer.Close] when called from a record callback or a hook: they wait
 // for callbacks to run and for the sender to send, and callbacks run one at
 // a time on the callback goroutine, hooks on the sender goroutine (see
 // [Hook]), the goroutine that would be waiting, so the call could never
