@@ -11,10 +11,6 @@ require (
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sync v0.25.0
 	golang.org/x/sys v0.48.0
-	software.sslmate.com/src/go-pkcs12 v0.7.4
 )
 
-require (
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/crypto v0.51.0 // indirect
-)
+require go.yaml.in/yaml/v3 v3.0.5 // indirect

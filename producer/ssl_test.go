@@ -14,7 +14,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"software.sslmate.com/src/go-pkcs12"
 
 	"github.com/longhaul-kafka/longhaul/internal/testcerts"
 )
@@ -176,9 +175,9 @@ func TestSSLPropertiesInlinePEMEncryptedKey(t *testing.T) {
 func TestSSLPropertiesPKCS12(t *testing.T) {
 	k := newPKI(t)
 	addr, results := tlsServer(t, k.server, k.ca.Pool())
-	ks, err := pkcs12.Modern.Encode(k.client.Key, k.client.Cert, []*x509.Certificate{k.ca.Cert}, "kspass")
+	ks, err := testcerts.PKCS12(k.client.Key, []*x509.Certificate{k.client.Cert, k.ca.Cert}, "kspass")
 	require.NoError(t, err)
-	ts, err := pkcs12.Modern.EncodeTrustStore([]*x509.Certificate{k.ca.Cert}, "tspass")
+	ts, err := testcerts.PKCS12TrustStore([]*x509.Certificate{k.ca.Cert})
 	require.NoError(t, err)
 	ksPath, tsPath := k.write(t, "client.p12", ks), k.write(t, "trust.p12", ts)
 

@@ -14,8 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-
-	"software.sslmate.com/src/go-pkcs12"
 )
 
 // Config holds the ssl.* settings as given; the store types are upper
@@ -113,7 +111,7 @@ func (s *Config) trustRoots() (*x509.CertPool, error) {
 	if err := checkNotJKS(prop, s.TruststoreLocation, data); err != nil {
 		return nil, err
 	}
-	certs, err := pkcs12.DecodeTrustStore(data, s.TruststorePassword)
+	certs, err := decodeTrustStore(data, s.TruststorePassword)
 	if err != nil {
 		return nil, sslErr(prop, "reading PKCS12 trust store %s: %v (is ssl.truststore.password right?)", s.TruststoreLocation, err)
 	}
@@ -203,12 +201,12 @@ func (s *Config) clientCert() (*tls.Certificate, error) {
 	if err := checkNotJKS(prop, s.KeystoreLocation, data); err != nil {
 		return nil, err
 	}
-	key, leaf, cas, err := pkcs12.DecodeChain(data, s.KeystorePassword)
+	key, chain, err := decodeKeyStore(data, s.KeystorePassword)
 	if err != nil {
 		return nil, sslErr(prop, "reading PKCS12 key store %s: %v (is ssl.keystore.password right?)", s.KeystoreLocation, err)
 	}
-	cert := &tls.Certificate{Certificate: [][]byte{leaf.Raw}, PrivateKey: key, Leaf: leaf}
-	for _, c := range cas {
+	cert := &tls.Certificate{PrivateKey: key, Leaf: chain[0]}
+	for _, c := range chain {
 		cert.Certificate = append(cert.Certificate, c.Raw)
 	}
 	return cert, nil

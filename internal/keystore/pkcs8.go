@@ -1,11 +1,9 @@
 package keystore
 
 import (
-	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/des"
-	"crypto/hmac"
 	"crypto/pbkdf2"
 	"crypto/sha1"
 	"crypto/sha256"
@@ -65,8 +63,21 @@ func decryptPKCS8(der []byte, password string) ([]byte, error) {
 	if !info.Algo.Algorithm.Equal(oidPBES2) {
 		return nil, fmt.Errorf("encryption %v is not supported; only PBES2 (openssl pkcs8 -topk8 -v2 aes-256-cbc)", info.Algo.Algorithm)
 	}
+	out, err := pbes2Open(info.Algo.Parameters.FullBytes, []byte(password), info.Data)
+	if err != nil {
+		return nil, err
+	}
+	// Good-looking padding on garbage is caught here.
+	if _, err := x509.ParsePKCS8PrivateKey(out); err != nil {
+		return nil, errWrongPassword
+	}
+	return out, nil
+}
+
+// pbes2Open decrypts data under PBES2 with the given parameters (DER).
+func pbes2Open(paramsDER, password, data []byte) ([]byte, error) {
 	var params pkcs8PBES2
-	if _, err := asn1.Unmarshal(info.Algo.Parameters.FullBytes, &params); err != nil {
+	if _, err := asn1.Unmarshal(paramsDER, &params); err != nil {
 		return nil, errors.New("bad PBES2 parameters")
 	}
 	if !params.KDF.Algorithm.Equal(oidPBKDF2) {
@@ -109,10 +120,10 @@ func decryptPKCS8(der []byte, password string) ([]byte, error) {
 	if _, err := asn1.Unmarshal(params.Enc.Parameters.FullBytes, &iv); err != nil {
 		return nil, errors.New("bad cipher IV")
 	}
-	if kdf.Iterations <= 0 || kdf.Iterations > 10_000_000 {
+	if kdf.Iterations <= 0 || kdf.Iterations > maxIterations {
 		return nil, fmt.Errorf("PBKDF2 iteration count %d out of range", kdf.Iterations)
 	}
-	key, err := pbkdf2.Key(prf, password, kdf.Salt, kdf.Iterations, keyLen)
+	key, err := pbkdf2.Key(prf, string(password), kdf.Salt, kdf.Iterations, keyLen)
 	if err != nil {
 		return nil, err
 	}
@@ -120,21 +131,5 @@ func decryptPKCS8(der []byte, password string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	bs := block.BlockSize()
-	if len(iv) != bs || len(info.Data) == 0 || len(info.Data)%bs != 0 {
-		return nil, errors.New("bad ciphertext length")
-	}
-	out := make([]byte, len(info.Data))
-	cipher.NewCBCDecrypter(block, iv).CryptBlocks(out, info.Data)
-	// A wrong password leaves garbage padding (or, rarely, valid-looking
-	// padding and garbage DER, caught by the PKCS#8 parse after).
-	pad := int(out[len(out)-1])
-	if pad == 0 || pad > bs || !hmac.Equal(out[len(out)-pad:], bytes.Repeat([]byte{byte(pad)}, pad)) {
-		return nil, errors.New("wrong password")
-	}
-	out = out[:len(out)-pad]
-	if _, err := x509.ParsePKCS8PrivateKey(out); err != nil {
-		return nil, errors.New("wrong password")
-	}
-	return out, nil
+	return cbcOpen(block, iv, data)
 }

@@ -262,3 +262,95 @@ func EncryptPKCS8(der []byte, password string) ([]byte, error) {
 	}
 	return out, nil
 }
+
+var (
+	oidData            = asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 7, 1}
+	oidShroudedKeyBag  = asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 12, 10, 1, 2}
+	oidCertBag         = asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 12, 10, 1, 3}
+	oidX509Certificate = asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 9, 22, 1}
+)
+
+// Content and Value are [0] EXPLICIT: explicit0 wraps them, since a
+// RawValue is marshalled as it is, whatever its field's tag says.
+type contentInfo struct {
+	ContentType asn1.ObjectIdentifier
+	Content     asn1.RawValue
+}
+
+type safeBag struct {
+	ID    asn1.ObjectIdentifier
+	Value asn1.RawValue
+}
+
+func explicit0(inner []byte) asn1.RawValue {
+	return asn1.RawValue{Class: asn1.ClassContextSpecific, Tag: 0, IsCompound: true, Bytes: inner}
+}
+
+type certBag struct {
+	ID    asn1.ObjectIdentifier
+	Value []byte `asn1:"tag:0,explicit"`
+}
+
+type pfx struct {
+	Version  int
+	AuthSafe contentInfo
+}
+
+// PKCS12 encodes a PKCS12 key store holding key, encrypted as
+// EncryptPKCS8 does, and its certificate chain. The store has no MAC (as
+// openssl pkcs12 -nomac writes), so the key's encryption is what the
+// password guards; the keystore package's own tests read the files
+// keytool and openssl write.
+func PKCS12(key crypto.Signer, chain []*x509.Certificate, password string) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("testcerts: %w", err)
+	}
+	enc, err := EncryptPKCS8(der, password)
+	if err != nil {
+		return nil, err
+	}
+	bags := []safeBag{{ID: oidShroudedKeyBag, Value: explicit0(enc)}}
+	return pkcs12Of(bags, chain)
+}
+
+// PKCS12TrustStore encodes a PKCS12 trust store holding certs, without a
+// MAC or encryption (see PKCS12).
+func PKCS12TrustStore(certs []*x509.Certificate) ([]byte, error) {
+	return pkcs12Of(nil, certs)
+}
+
+func pkcs12Of(bags []safeBag, certs []*x509.Certificate) ([]byte, error) {
+	for _, c := range certs {
+		cb, err := asn1.Marshal(certBag{ID: oidX509Certificate, Value: c.Raw})
+		if err != nil {
+			return nil, fmt.Errorf("testcerts: %w", err)
+		}
+		bags = append(bags, safeBag{ID: oidCertBag, Value: explicit0(cb)})
+	}
+	safe, err := asn1.Marshal(bags)
+	if err != nil {
+		return nil, fmt.Errorf("testcerts: %w", err)
+	}
+	data := func(b []byte) (contentInfo, error) {
+		octets, err := asn1.Marshal(b)
+		return contentInfo{ContentType: oidData, Content: explicit0(octets)}, err
+	}
+	inner, err := data(safe)
+	if err != nil {
+		return nil, fmt.Errorf("testcerts: %w", err)
+	}
+	authSafe, err := asn1.Marshal([]contentInfo{inner})
+	if err != nil {
+		return nil, fmt.Errorf("testcerts: %w", err)
+	}
+	outer, err := data(authSafe)
+	if err != nil {
+		return nil, fmt.Errorf("testcerts: %w", err)
+	}
+	out, err := asn1.Marshal(pfx{Version: 3, AuthSafe: outer})
+	if err != nil {
+		return nil, fmt.Errorf("testcerts: %w", err)
+	}
+	return out, nil
+}
