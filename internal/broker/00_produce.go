@@ -247,7 +247,8 @@ func (c *Cluster) producePartition(r *request, p *partition, records []byte, sp 
 	// next request into a fresh buffer.
 	b := records[:len(records):len(records)]
 
-	if code, msg := c.txnProduce(r, p, info, now); code != 0 {
+	code, msg, lenient := c.txnProduce(r, p, info, now)
+	if code != 0 {
 		fail(code, msg)
 		return
 	}
@@ -277,6 +278,9 @@ func (c *Cluster) producePartition(r *request, p *partition, records []byte, sp 
 		r.cc.keepFrame = true
 		base := c.appendBatch(p, b, info)
 		c.txnAppended(p, info, base)
+		if lenient {
+			c.lenientStart(p, info, now)
+		}
 		if s == nil {
 			s = &producerState{epoch: info.ProducerEpoch}
 			p.pids[info.ProducerID] = s

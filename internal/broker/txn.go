@@ -504,31 +504,33 @@ func (c *Cluster) stopTimers() {
 // transaction (added by AddPartitionsToTxn, or under transaction version
 // 2 by this Produce v12+), and an idempotent batch of a producer with an
 // open transaction on the partition is INVALID_TXN_STATE. It returns 0 to
-// go on, or the code and message to answer. c.mu is held.
-func (c *Cluster) txnProduce(r *request, p *partition, info protocol.BatchInfo, now time.Time) (int16, string) {
+// go on, or the code and message to answer; lenient says the batch is a
+// transaction's first on the partition at a sequence other than 0, taken
+// only because the broker is lenient (counted if appended). c.mu is held.
+func (c *Cluster) txnProduce(r *request, p *partition, info protocol.BatchInfo, now time.Time) (code int16, msg string, lenient bool) {
 	o, open := c.ptxn[p].openFor(info.ProducerID)
 	if !info.Transactional() {
 		if info.ProducerID >= 0 && open {
-			return kerr.InvalidTxnState.Code, "the producer has an open transaction on this partition"
+			return kerr.InvalidTxnState.Code, "the producer has an open transaction on this partition", false
 		}
-		return 0, ""
+		return 0, "", false
 	}
 	if info.ProducerID < 0 {
-		return kerr.InvalidRecord.Code, "transactional batch without a producer id"
+		return kerr.InvalidRecord.Code, "transactional batch without a producer id", false
 	}
 	if open && o.epoch == info.ProducerEpoch {
-		return 0, "" // verified by its first batch; sequences are the producer state's
+		return 0, "", false // verified by its first batch; sequences are the producer state's
 	}
 	req := r.kreq.(*kmsg.ProduceRequest)
 	if req.TransactionID == nil || c.deniedTxnIDs[*req.TransactionID] {
-		return kerr.TransactionalIDAuthorizationFailed.Code, ""
+		return kerr.TransactionalIDAuthorizationFailed.Code, "", false
 	}
 	m := c.txns[*req.TransactionID]
 	switch {
 	case m == nil || m.pid != info.ProducerID:
-		return kerr.InvalidProducerIDMapping.Code, ""
+		return kerr.InvalidProducerIDMapping.Code, "", false
 	case info.ProducerEpoch != m.epoch:
-		return kerr.InvalidProducerEpoch.Code, ""
+		return kerr.InvalidProducerEpoch.Code, "", false
 	}
 	tv2 := req.Version >= 12 // as on Kafka 4.4, the request version decides, not the feature
 	if !tv2 {
@@ -537,19 +539,19 @@ func (c *Cluster) txnProduce(r *request, p *partition, info protocol.BatchInfo, 
 		switch {
 		case m.state.preparing():
 			if req.Version >= 12 {
-				return c.countConcurrent(kerr.ConcurrentTransactions.Code), ""
+				return c.countConcurrent(kerr.ConcurrentTransactions.Code), "", false
 			}
-			return kerr.NotEnoughReplicas.Code, "transaction being completed"
+			return kerr.NotEnoughReplicas.Code, "transaction being completed", false
 		case m.state != txnOngoing || !m.hasPartition(p):
 			if req.Version >= 11 {
-				return kerr.TransactionAbortable.Code, "partition not added to the transaction"
+				return kerr.TransactionAbortable.Code, "partition not added to the transaction", false
 			}
-			return kerr.InvalidTxnState.Code, "partition not added to the transaction"
+			return kerr.InvalidTxnState.Code, "partition not added to the transaction", false
 		}
-		return 0, ""
+		return 0, "", false
 	}
 	if m.state.preparing() {
-		return c.countConcurrent(kerr.ConcurrentTransactions.Code), ""
+		return c.countConcurrent(kerr.ConcurrentTransactions.Code), "", false
 	}
 	// A transaction's first batch on a partition where the producer
 	// retains no batch of this epoch must start at sequence 0 (Kafka
@@ -558,15 +560,15 @@ func (c *Cluster) txnProduce(r *request, p *partition, info protocol.BatchInfo, 
 	fresh := s == nil || s.epoch != info.ProducerEpoch || len(s.batches) == 0
 	if fresh && info.BaseSequence != 0 {
 		if !c.lenientTxnStart {
-			return kerr.OutOfOrderSequenceNumber.Code, "a transaction's first batch must have sequence 0"
+			return kerr.OutOfOrderSequenceNumber.Code, "a transaction's first batch must have sequence 0", false
 		}
-		c.txnStats.LenientStarts++
+		lenient = true
 	}
 	c.beginTxn(m, now)
 	if !m.hasPartition(p) {
 		m.parts = append(m.parts, p)
 	}
-	return 0, ""
+	return 0, "", lenient
 }
 
 // txnProduceWait is how long a transactional produce meeting a

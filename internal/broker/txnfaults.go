@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/longhaul-kafka/longhaul/protocol"
 )
 
 // Faults of the transaction coordinator's marker phase, and the
@@ -13,6 +15,38 @@ import (
 type txnFaults struct {
 	lostMarkers int // marker writes to lose (LoseMarkers)
 	failovers   int // transactions whose coordinator fails over between markers
+	// lenient are the transaction starts only a lenient broker took
+	// (LenientStarts).
+	lenient []LenientStart
+}
+
+// LenientStart is a transaction's first batch on a partition that a
+// lenient broker ([Cluster.SetLenientTransactionStart], Kafka 4.0) took at
+// a sequence other than 0: the records of the transaction before it are
+// not in the log there.
+type LenientStart struct {
+	Topic         string
+	Partition     int32
+	ProducerID    int64
+	ProducerEpoch int16
+	Sequence      int32 // the batch's first sequence
+	At            time.Time
+}
+
+// lenientStart notes an appended lenient start. c.mu is held.
+func (c *Cluster) lenientStart(p *partition, info protocol.BatchInfo, now time.Time) {
+	c.txnStats.LenientStarts++
+	c.txnFaults.lenient = append(c.txnFaults.lenient, LenientStart{Topic: p.t.name, Partition: p.index,
+		ProducerID: info.ProducerID, ProducerEpoch: info.ProducerEpoch, Sequence: info.BaseSequence, At: now})
+}
+
+// LenientStarts returns the transaction starts taken at a sequence other
+// than 0 since [Start], oldest first (their count is
+// [TxnStats].LenientStarts).
+func (c *Cluster) LenientStarts() []LenientStart {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]LenientStart(nil), c.txnFaults.lenient...)
 }
 
 // markerRetryBackoff is how long the coordinator waits before writing a

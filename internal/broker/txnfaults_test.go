@@ -127,7 +127,7 @@ func TestTxnFailOverBetweenMarkers(t *testing.T) {
 	c.mu.Lock()
 	armed := c.txnFaults
 	c.mu.Unlock()
-	if armed != (txnFaults{}) {
+	if armed.lostMarkers != 0 || armed.failovers != 0 {
 		t.Fatalf("armed %+v after clearing", armed)
 	}
 	if got := c.LogEndOffset("t", 2); got != -1 {
@@ -150,5 +150,9 @@ func TestTxnLenientStartsCounted(t *testing.T) {
 	wantCode(t, "b: seq 0", y.produce(12, 0, pid2, epoch2, 0, 2).ErrorCode, nil)
 	if st := c.TxnStats(); st.LenientStarts != 1 {
 		t.Fatalf("%d lenient starts, want 1", st.LenientStarts)
+	}
+	ls := c.LenientStarts()
+	if len(ls) != 1 || ls[0].Topic != "t" || ls[0].Partition != 0 || ls[0].ProducerID != pid || ls[0].ProducerEpoch != epoch || ls[0].Sequence != 3 || ls[0].At.IsZero() {
+		t.Fatalf("lenient starts %+v, want the batch of %d/%d at sequence 3", ls, pid, epoch)
 	}
 }
