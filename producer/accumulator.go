@@ -135,6 +135,7 @@ type partitionState struct {
 	lastAck       time.Time // last acknowledgement, for the idle re-arm
 	ackedUpTo     uint64    // 1 + the highest ord acknowledged, 0 before any
 	doubtUpTo     uint64    // 1 + the highest ord failed as FateUnknown, 0 before any
+	ackedEnd      int64     // offset after the highest acknowledged batch, 0 before any (read-back's K)
 	report        []*batch  // sent batches not yet called back, in ord order
 	gone          bool      // dropped by metadata (topology.go); goneErr says why
 	goneErr       error
@@ -163,6 +164,7 @@ type batch struct {
 	err          error
 	inReport     bool     // listed in part.report
 	topicID      [16]byte // the topic id the last attempt named (Produce v13+)
+	scanFrom     int64    // part.ackedEnd at the first send: where a read-back starts
 }
 
 // trimBuffer drops b's buffer if it is above keepBuffer bytes and less

@@ -47,7 +47,10 @@ type config struct {
 	rackAware          bool   // partitioner.rack.aware
 	windowCap          int
 	idleRearm          time.Duration
-	coalesce           int // longhaul.coalesce.requests
+	coalesce           int           // longhaul.coalesce.requests
+	readback           bool          // longhaul.readback.enable
+	readbackMaxBytes   int64         // longhaul.readback.max.bytes
+	readbackTimeout    time.Duration // longhaul.readback.timeout.ms
 	securityProtocol   string
 	saslMechanism      string
 	jaas               map[string]string // sasl.jaas.config options
@@ -115,6 +118,8 @@ var (
 	maxWindowValue       = intValue("longhaul.max.window", 0, math.MaxInt32, func(c *config, n int64) { c.windowCap = int(n) })
 	coalesceValue        = intValue("longhaul.coalesce.requests", 0, math.MaxInt32, func(c *config, n int64) { c.coalesce = int(n) })
 	idleRearmValue       = durationValue("longhaul.idle.rearm.ms", 0, func(c *config, d time.Duration) { c.idleRearm = d })
+	readbackBytesValue   = intValue("longhaul.readback.max.bytes", 1, math.MaxInt64, func(c *config, n int64) { c.readbackMaxBytes = n })
+	readbackTimeoutValue = durationValue("longhaul.readback.timeout.ms", 1, func(c *config, d time.Duration) { c.readbackTimeout = d })
 )
 
 // properties is the single source of truth for names, defaults and checks.
@@ -193,6 +198,9 @@ var properties = append([]property{
 	maxWindowValue.row("0", "cap on batches in flight per partition below the broker's window; 0 = the broker's window"),
 	coalesceValue.row("5", "while a broker queues our requests (its latest produce response took over twice the fastest answer on the connection), batches past linger.ms wait while this many produce requests are in flight to it, for at most that response's time, and go together in the next request once a response frees a slot; 0 = never"),
 	idleRearmValue.row("300000", "after this long without an acknowledgement a partition sends one batch alone again (the broker may have expired our state); keep it below the brokers' producer.id.expiration.ms; 0 = never"),
+	{"longhaul.readback.enable", "false", "true: a batch whose fate is unknown is settled by reading the partition back once a later batch is acknowledged under a bumped epoch (needs READ on the topic); its records' callbacks, and those after them in the partition, wait for the answer", boolSetter(func(c *config, b bool) { c.readback = b })},
+	readbackBytesValue.row("67108864", "most bytes one read-back may fetch (every producer's batches between the last acknowledgement before the batch was sent and the fence) before its fate stays unknown"),
+	readbackTimeoutValue.row("30000", "how long a batch of unknown fate may wait for its fence and read-back, at most delivery.timeout.ms, in ms; then its fate stays unknown"),
 }, append(partitionerProperties, securityProperties...)...)
 
 // boolSetter reads a boolean property (javaBool).

@@ -129,7 +129,13 @@ type DeliveryError struct {
 	// FateUnknown is true when the records were sent and may be in the log
 	// even though they are reported as failed (for example when
 	// delivery.timeout.ms ran out while a response was lost). Records
-	// reported without FateUnknown are not in the log.
+	// reported without FateUnknown are not in the log, except those
+	// failed with [ErrWrittenTwice], which read-back found in it twice.
+	// With read-back on (longhaul.readback.enable) such records are
+	// called back only once the producer has read the partition back:
+	// acknowledged if their batch was found, [ErrNotWritten] if it was
+	// proven absent, FateUnknown only when it could not tell (an
+	// ErrReadback* reason is wrapped in Err).
 	FateUnknown bool
 	// Err is the cause: ErrDeliveryTimeout, ErrClosed, or a broker error
 	// from github.com/twmb/franz-go/pkg/kerr such as kerr.MessageTooLarge.

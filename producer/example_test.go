@@ -183,6 +183,9 @@ var typedOptions = map[string]any{
 	"metadata.max.idle.ms":                  producer.MetadataMaxIdle,
 	"longhaul.max.window":                   producer.MaxWindow,
 	"longhaul.idle.rearm.ms":                producer.IdleRearm,
+	"longhaul.readback.enable":              producer.ReadBack,
+	"longhaul.readback.max.bytes":           producer.ReadBackMaxBytes,
+	"longhaul.readback.timeout.ms":          producer.ReadBackTimeout,
 }
 
 // propertyOnly are properties without a typed option, with what to say in

@@ -258,6 +258,7 @@ type hookSet struct {
 	disconnect []HookBrokerDisconnect
 	throttle   []HookThrottle
 	requests   []HookRequestDone
+	readbacks  []HookReadback
 
 	// windows is the last limit reported per partition, owned by the
 	// sender goroutine; nil until a window hook needs it.
@@ -278,6 +279,7 @@ func (hs *hookSet) add(h Hook) bool {
 	found = addHook(h, &hs.disconnect) || found
 	found = addHook(h, &hs.throttle) || found
 	found = addHook(h, &hs.requests) || found
+	found = addHook(h, &hs.readbacks) || found
 	return found
 }
 
@@ -461,5 +463,12 @@ func (hs *hookSet) throttled(node int32, throttle time.Duration) {
 func (hs *hookSet) requestDone(r RequestInfo) {
 	for _, h := range hs.requests {
 		h.OnRequestDone(r)
+	}
+}
+
+// readback reports a batch read-back settled (readback.go, settled).
+func (hs *hookSet) readback(info ReadbackInfo) {
+	for _, h := range hs.readbacks {
+		h.OnReadback(info)
 	}
 }

@@ -140,6 +140,27 @@ func MaxWindow(n int) Opt { return maxWindowValue.option("MaxWindow", int64(n)) 
 // reorder them.
 func IdleRearm(d time.Duration) Opt { return idleRearmValue.option("IdleRearm", d) }
 
+// ReadBack sets longhaul.readback.enable: when on, a batch whose fate is
+// unknown (it may or may not be in the log) is not called back at once;
+// the producer settles it by reading the partition back (see
+// [ErrNotWritten] and [ErrWrittenTwice]). It needs READ on the topic.
+// Default false (off).
+func ReadBack(on bool) Opt {
+	return propOpt{name: "longhaul.readback.enable", value: strconv.FormatBool(on), option: "ReadBack"}
+}
+
+// ReadBackMaxBytes sets longhaul.readback.max.bytes: the most record bytes
+// one batch's read-back may fetch before its fate stays unknown
+// ([ErrReadbackBudget]). Default 67108864 (64 MiB).
+func ReadBackMaxBytes(n int64) Opt { return readbackBytesValue.option("ReadBackMaxBytes", n) }
+
+// ReadBackTimeout sets longhaul.readback.timeout.ms: how long a batch of
+// unknown fate may wait for its fence and its read-back (at most
+// delivery.timeout.ms) before it is called back with its fate unknown
+// ([ErrReadbackNoFence], [ErrReadbackBudget]). Meanwhile the later records
+// of its partition wait too, to keep callback order. Default 30s.
+func ReadBackTimeout(d time.Duration) Opt { return readbackTimeoutValue.option("ReadBackTimeout", d) }
+
 // Property sets one Kafka property by name, as NewFromProperties does.
 func Property(name, value string) Opt { return propOpt{name: name, value: value} }
 

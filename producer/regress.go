@@ -65,6 +65,8 @@ const (
 	hookWaitUndetected
 	memUnbounded      // memBudget's take does not check the free bytes
 	memForceKeepsFree // memBudget's Force owes all of n when it does not fit, leaving free as it was
+	readbackNoFence   // read-back reads a batch of unknown fate at once, without waiting for the fence
+	readbackSeqOnly   // read-back matches a batch by its base sequence alone
 
 	numKnobs
 )

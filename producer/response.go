@@ -234,6 +234,12 @@ func (s *sender) batchAcked(b *batch, baseOffset int64, now time.Time) {
 		}
 		i++
 	}
+	if baseOffset >= 0 {
+		ps.ackedEnd = max(ps.ackedEnd, baseOffset+int64(len(b.records)))
+		if len(s.settling) > 0 {
+			s.fenceAcked(b, baseOffset)
+		}
+	}
 	for i := range b.records {
 		r := b.records[i].rec
 		r.Offset = -1
@@ -257,6 +263,9 @@ func (s *sender) failBatch(b *batch, cause error, fateUnknown bool) {
 	s.markReady(b.part) // the window's anchor may have moved
 	s.removeInflight(b)
 	s.removeRetry(b)
+	if fateUnknown && s.settleLater(b, cause) {
+		return // called back once read-back has settled it (readback.go)
+	}
 	seq := b.seq
 	if b.attempts == 0 {
 		seq = -1

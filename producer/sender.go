@@ -83,7 +83,8 @@ type sender struct {
 	sleepUntil atomic.Int64
 	base       time.Time
 
-	expireAt time.Time // earliest delivery timeout expire's last walk of the partitions found (zero: none)
+	expireAt time.Time    // earliest delivery timeout expire's last walk of the partitions found (zero: none)
+	settling []*settleJob // batches of unknown fate waiting for read-back (readback.go)
 }
 
 // senderProbe counts the sender's work, for the tests that assert what a
@@ -101,6 +102,7 @@ type senderProbe struct {
 type senderStats struct {
 	recordsSent, recordsFailed, batchesSent, batchesRetried atomic.Int64
 	throttles, throttledNanos                               atomic.Int64 // Stats.Throttles, Stats.ThrottledTime
+	readback                                                readbackCounters
 }
 
 // nodeState is one broker as the sender sees it.
@@ -241,6 +243,7 @@ func (s *sender) run() {
 		next = earliest(next, s.maintainIdentity(now))
 		next = earliest(next, s.maintainMetadata(now))
 		next = earliest(next, s.expire(now))
+		next = earliest(next, s.settleDue(now))
 		next = earliest(next, s.sendReady(now))
 		if s.metaWanted.Load() {
 			// sendReady found a partition without a usable leader. It
@@ -790,6 +793,7 @@ func (s *sender) takeBatch(ps *partitionState) *batch {
 		ps.nextSeq = addSeq(ps.nextSeq, b.builder.NumRecords())
 		b.ord = ps.nextOrd
 		ps.nextOrd++
+		b.scanFrom = ps.ackedEnd
 		ps.report = append(ps.report, b)
 		b.inReport = true
 		// The batch is built in the builder's own memory (no copy when

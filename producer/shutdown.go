@@ -26,6 +26,7 @@ func (s *sender) shutdown() {
 	for _, f := range s.p.takeEvents(nil) {
 		f()
 	}
+	s.settleAll()
 	p := s.p
 	// Attempts in flight are reported before Producer.mu is taken: a hook
 	// may call Stats or Produce, which take it (Close deadlocked). No

@@ -75,8 +75,11 @@ type Stats struct {
 	// every callback has run.
 	BufferedBytes   int64
 	BufferedRecords int64
-	Partitions      []PartitionStats // sorted by topic, then partition
-	Nodes           []NodeStats      // sorted by id
+	// Readback counts the records of unknown fate that read-back
+	// (longhaul.readback.enable) settled, by outcome.
+	Readback   ReadbackStats
+	Partitions []PartitionStats // sorted by topic, then partition
+	Nodes      []NodeStats      // sorted by id
 }
 
 // Stats returns a snapshot of windows, in-flight counts and totals. It is
@@ -93,6 +96,7 @@ func (p *Producer) Stats() Stats {
 		ProduceRequests: s.reqs.Load(),
 		Throttles:       s.stats.throttles.Load(),
 		ThrottledTime:   time.Duration(s.stats.throttledNanos.Load()),
+		Readback:        s.stats.readback.snapshot(),
 	}
 	if id := s.idPub.Load(); id >= 0 {
 		st.ProducerID, st.ProducerEpoch = id>>16, int16(uint16(id))

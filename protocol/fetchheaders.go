@@ -115,6 +115,38 @@ func headerFetchResult(resp *kmsg.FetchResponse, q HeaderFetch) (*HeaderFetchRes
 	return nil, fmt.Errorf("%w: Fetch answer lacks %s/%d", ErrMalformedResponse, q.Topic, q.Partition)
 }
 
+// TopicConfigValue asks c for the value of topic's config name with
+// DescribeConfigs: found is false when the broker did not list it; a
+// non-zero errorCode (TOPIC_AUTHORIZATION_FAILED without
+// DESCRIBE_CONFIGS on the topic, for example) comes with nothing else.
+func TopicConfigValue(ctx context.Context, c *Conn, topic, name string) (value string, found bool, errorCode int16, err error) {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	rr := kmsg.NewDescribeConfigsRequestResource()
+	rr.ResourceType = kmsg.ConfigResourceTypeTopic
+	rr.ResourceName = topic
+	rr.ConfigNames = []string{name}
+	req.Resources = append(req.Resources, rr)
+	r, err := c.Do(ctx, req)
+	if err != nil {
+		return "", false, 0, err
+	}
+	for _, res := range r.(*kmsg.DescribeConfigsResponse).Resources {
+		if res.ResourceName != topic {
+			continue
+		}
+		if res.ErrorCode != 0 {
+			return "", false, res.ErrorCode, nil
+		}
+		for _, cv := range res.Configs {
+			if cv.Name == name && cv.Value != nil {
+				return *cv.Value, true, 0, nil
+			}
+		}
+		return "", false, 0, nil
+	}
+	return "", false, 0, fmt.Errorf("%w: DescribeConfigs answer lacks topic %s", ErrMalformedResponse, topic)
+}
+
 // oldMessageMin is the shortest message of the formats before v2
 // (magic 0 and 1): offset, size, crc, magic, attributes, key and value
 // lengths.

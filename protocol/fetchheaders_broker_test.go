@@ -15,9 +15,9 @@ import (
 
 // TestFetchHeadersEmbedded reads back batch headers from the embedded
 // broker: each batch's producer id, epoch, base sequence and record count
-// as produced, from the batch holding the asked offset; a stale or
-// future CurrentLeaderEpoch and a replica that does not lead are refused,
-// not served.
+// as produced, from the batch holding the asked offset; a future
+// CurrentLeaderEpoch and a replica that does not lead are refused, not
+// served. TopicConfigValue reads a topic's cleanup.policy.
 func TestFetchHeadersEmbedded(t *testing.T) {
 	cl := testkit.StartCluster(t, broker.Config{Nodes: 2, Topics: []broker.TopicConfig{{Name: "rb", Partitions: 1}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -87,6 +87,15 @@ func TestFetchHeadersEmbedded(t *testing.T) {
 		}
 	}
 	q.LeaderEpoch = leaderEpoch
+	if v, found, code, err := protocol.TopicConfigValue(ctx, c, "rb", "cleanup.policy"); err != nil || code != 0 || !found || v != "delete" {
+		t.Errorf("cleanup.policy: %q %v %d %v", v, found, code, err)
+	}
+	if _, found, code, err := protocol.TopicConfigValue(ctx, c, "rb", "no.such.config"); err != nil || code != 0 || found {
+		t.Errorf("no.such.config: %v %d %v", found, code, err)
+	}
+	if _, _, code, err := protocol.TopicConfigValue(ctx, c, "missing", "cleanup.policy"); err != nil || code != kerr.UnknownTopicOrPartition.Code {
+		t.Errorf("missing topic: %d %v", code, err)
+	}
 	other, err := protocol.Dial(ctx, cl.Addrs()[1], protocol.DialConfig{})
 	if err != nil {
 		t.Fatal(err)

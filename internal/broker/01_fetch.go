@@ -25,6 +25,7 @@ import (
 //   (AbortedTransactions: producer id, first offset), so the consumer
 //   drops their records; control batches (markers) are served as they
 //   are in the log. LastStableOffset is always the partition's LSO.
+// * RewriteFetch's hook, if set, rewrites each answer before it is sent.
 // * With fewer than MinBytes ready, waits for an append up to MaxWait,
 //   capped at maxFetchWait so a test never hangs on it.
 //
@@ -106,6 +107,9 @@ func handleFetch(c *Cluster, r *request) (kmsg.Response, error) {
 			r.waitUntil = r.readAt.Add(min(time.Duration(req.MaxWaitMillis)*time.Millisecond, maxFetchWait))
 		}
 		return nil, errWaitData
+	}
+	if c.fetchRewrite != nil {
+		c.fetchRewrite(r.n.id, resp)
 	}
 	return resp, nil
 }

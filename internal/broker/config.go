@@ -152,6 +152,9 @@ type TopicConfig struct {
 	// Window is producer.state.batches.to.retain; 0 = the server default
 	// ([Config.DefaultWindow]). Values 1..4 are INVALID_CONFIG.
 	Window int
+	// CleanupPolicy is the cleanup.policy DescribeConfigs shows ("" shows
+	// the default, delete); the log is never compacted.
+	CleanupPolicy string
 }
 
 // withDefaults returns cfg with defaults filled in, or the first invalid

@@ -23,7 +23,12 @@ func (c *Cluster) topicConfigs(t *topic) []configValue {
 	if t.window == 0 {
 		src = c.brokerWindowSource()
 	}
+	policy, policySrc := "delete", kmsg.ConfigSourceDefaultConfig
+	if t.cleanup != "" {
+		policy, policySrc = t.cleanup, kmsg.ConfigSourceDynamicTopicConfig
+	}
 	return []configValue{
+		{"cleanup.policy", policy, policySrc, kmsg.ConfigTypeList, "delete or compact (shown only: the log is never compacted)"},
 		{propMaxMessageLen, strconv.Itoa(DefaultMaxMessageBytes), kmsg.ConfigSourceDefaultConfig, kmsg.ConfigTypeInt, "largest record batch size allowed"},
 		{propWindow, strconv.Itoa(c.windowOf(t)), src, kmsg.ConfigTypeInt, "batches retained per idempotent producer for duplicate detection (KIP-1269)"},
 	}

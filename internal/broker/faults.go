@@ -185,3 +185,15 @@ func addCount(cur, n int) int {
 	}
 	return cur + n
 }
+
+// RewriteFetch installs fn to rewrite every Fetch response just before
+// node sends it (after any wait for data), so a test can answer what the
+// embedded broker never does itself: TOPIC_AUTHORIZATION_FAILED, a log
+// start offset past what was asked, a truncated answer. fn runs with the
+// cluster lock held: it must not call Cluster methods and must not block.
+// nil removes the hook.
+func (c *Cluster) RewriteFetch(fn func(node int32, resp *kmsg.FetchResponse)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.fetchRewrite = fn
+}

@@ -14,10 +14,11 @@ type uuid = [16]byte
 
 // topic is one topic; the cluster mutex guards it.
 type topic struct {
-	name   string
-	id     uuid
-	window int // producer.state.batches.to.retain; 0 = server default
-	parts  []*partition
+	name    string
+	id      uuid
+	window  int    // producer.state.batches.to.retain; 0 = server default
+	cleanup string // cleanup.policy as configured; "" = delete
+	parts   []*partition
 }
 
 // partition is one partition: its leader, its log and the producer state
@@ -127,7 +128,7 @@ func (c *Cluster) createTopic(tc TopicConfig) (*topic, error) {
 	if c.partitions+int(tc.Partitions) > MaxClusterPartitions {
 		return nil, &ConfigError{"Partitions", strconv.Itoa(int(tc.Partitions)), fmt.Sprintf("the cluster holds at most %d partitions", MaxClusterPartitions)}
 	}
-	t := &topic{name: tc.Name, id: newTopicID(), window: tc.Window}
+	t := &topic{name: tc.Name, id: newTopicID(), window: tc.Window, cleanup: tc.CleanupPolicy}
 	c.growTopic(t, tc.Partitions)
 	c.topics[t.name] = t
 	c.topicIDs[t.id] = t
