@@ -34,6 +34,12 @@ import (
 //   AppendThenFail answers replace the success of an appended (or
 //   duplicate) batch by an error code; DropProduceResponses drops the
 //   whole response after the appends.
+// * A Refuse answer of NOT_LEADER_OR_FOLLOWER with a Hint carries that
+//   CurrentLeader (a node the cluster lacks, a stale epoch) instead.
+// * SetProduceQuota: ThrottleMillis is what the node's byte-rate budget
+//   earns (the larger of it and SetProduceThrottle's); from v6 the
+//   connection is then muted for it once the answer is written (KIP-219),
+//   below v6 the answer waits for it.
 //
 // * Transactions: a transactional batch (attribute bit 0x10) needs the
 //   request's transactional id mapping to its producer id
@@ -77,6 +83,7 @@ func handleProduce(c *Cluster, r *request) (kmsg.Response, error) {
 	}
 
 	var leaders map[int32]bool // nodes named in CurrentLeader hints, for resp.Brokers
+	bytes := 0                 // record bytes of known partitions, for the quota
 	answer := func(rt *kmsg.ProduceResponseTopic, part int32, code int16, msg string) *kmsg.ProduceResponseTopicPartition {
 		sp := kmsg.NewProduceResponseTopicPartition()
 		sp.Partition = part
@@ -117,15 +124,21 @@ func handleProduce(c *Cluster, r *request) (kmsg.Response, error) {
 			default:
 				p := t.parts[qp.Partition]
 				sp := answer(&rt, qp.Partition, 0, "")
-				c.producePartition(r, p, qp.Records, sp, now)
+				hint := c.producePartition(r, p, qp.Records, sp, now)
 				if sp.ErrorCode == kerr.NotLeaderForPartition.Code && req.Version >= 10 {
-					sp.CurrentLeader.LeaderID = p.leader
-					sp.CurrentLeader.LeaderEpoch = p.epoch
-					if leaders == nil {
-						leaders = make(map[int32]bool)
+					if hint == nil {
+						hint = &LeaderHint{Leader: p.leader, Epoch: p.epoch}
 					}
-					leaders[p.leader] = true
+					sp.CurrentLeader.LeaderID = hint.Leader
+					sp.CurrentLeader.LeaderEpoch = hint.Epoch
+					if hint.Leader >= 0 && int(hint.Leader) < len(c.nodes) {
+						if leaders == nil {
+							leaders = make(map[int32]bool)
+						}
+						leaders[hint.Leader] = true
+					}
 				}
+				bytes += len(qp.Records)
 				c.countAnswer(p, sp.ErrorCode)
 			}
 			if v14 && !r.n.old {
@@ -156,12 +169,42 @@ func handleProduce(c *Cluster, r *request) (kmsg.Response, error) {
 		r.p.drop = true
 	}
 	resp.ThrottleMillis = int32(r.n.throttle.Milliseconds())
+	if d := r.n.quotaThrottle(bytes, now); d > 0 {
+		resp.ThrottleMillis = max(resp.ThrottleMillis, int32(d.Milliseconds()))
+		if req.Version >= 6 {
+			r.p.mute = d // the connection is muted once the answer is written (KIP-219)
+		} else {
+			r.p.due = r.p.due.Add(d) // older clients do not know to wait: the answer waits
+		}
+	}
 	return resp, nil
 }
 
+// quotaThrottle counts bytes against n's produce quota (SetProduceQuota)
+// at now and returns the throttle they earn, in whole milliseconds: the
+// time the bytes past the burst take to drain at the quota's rate. c.mu
+// is held.
+func (n *node) quotaThrottle(bytes int, now time.Time) time.Duration {
+	if n.quota <= 0 {
+		return 0
+	}
+	rate := float64(n.quota)
+	if !n.quotaAt.IsZero() {
+		n.quotaLevel = max(0, n.quotaLevel-rate*now.Sub(n.quotaAt).Seconds())
+	}
+	n.quotaAt = now
+	n.quotaLevel += float64(bytes)
+	over := n.quotaLevel - rate/10
+	if over <= 0 {
+		return 0
+	}
+	return time.Duration(over/rate*1000) * time.Millisecond
+}
+
 // producePartition validates and appends one partition's records, filling
-// sp. c.mu is held.
-func (c *Cluster) producePartition(r *request, p *partition, records []byte, sp *kmsg.ProduceResponseTopicPartition, now time.Time) {
+// sp, and returns the leader hint of a scripted answer (Answer.Hint), nil
+// for none. c.mu is held.
+func (c *Cluster) producePartition(r *request, p *partition, records []byte, sp *kmsg.ProduceResponseTopicPartition, now time.Time) (hint *LeaderHint) {
 	fail := func(code int16, msg string) {
 		sp.ErrorCode = code
 		if msg != "" && r.version >= 8 {
@@ -187,7 +230,10 @@ func (c *Cluster) producePartition(r *request, p *partition, records []byte, sp 
 		switch mode {
 		case Refuse:
 			fail(code, "injected")
-			return
+			if code == kerr.NotLeaderForPartition.Code {
+				return inj.hint
+			}
+			return nil
 		case AppendThenFail:
 			// Whatever the normal path below decides; only a batch it
 			// wrote (or had written) is then answered with code.
@@ -295,6 +341,7 @@ func (c *Cluster) producePartition(r *request, p *partition, records []byte, sp 
 		sp.BaseOffset = base
 		sp.LogStartOffset = 0
 	}
+	return nil
 }
 
 // retainTags returns the shared tagged fields announcing window w in a

@@ -41,6 +41,8 @@ type Cluster struct {
 	retired         []*node                                    // processes replaced by MoveNode, serving out their grace
 	overWindow      int64                                      // batches in flight beyond the announced window (OverWindow)
 	overWindowFirst []string                                   // the first few of them, described
+	mutedSends      int64                                      // requests sent into a muted connection (MutedSends)
+	mutedFirst      []string                                   // the first few of them, described
 
 	// The transaction and group coordinators (txn.go, groups.go).
 	txns            map[string]*txnMeta       // transactional id -> coordinator state
@@ -86,6 +88,9 @@ type node struct {
 	stallUntil  time.Time
 	dropProduce int
 	throttle    time.Duration // SetProduceThrottle
+	quota       int64         // SetProduceQuota: bytes a second, 0 none
+	quotaLevel  float64       // bytes above what the quota has drained, as of quotaAt
+	quotaAt     time.Time
 	closeAfter  int
 	inNext      time.Time // bandwidth pacing, request direction
 	outNext     time.Time // bandwidth pacing, response direction

@@ -3,6 +3,7 @@ package broker
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -28,6 +29,12 @@ type conn struct {
 	qdead bool // the writer has exited; push releases at once
 	qsig  chan struct{}
 
+	muteMu sync.Mutex
+	// muteMu guards the following: the connection is muted for a throttle
+	// (SetProduceQuota) from mutedFrom, when the answer that earned it was
+	// written, to mutedUntil.
+	mutedFrom, mutedUntil time.Time
+
 	// SASL state ([Config.SASL]), touched only by the reader goroutine.
 	saslMech   string    // chosen by SaslHandshake, "" before
 	authed     bool      // SaslAuthenticate succeeded
@@ -46,6 +53,7 @@ type pending struct {
 	due      time.Time     // read time + RTT (+ request pacing)
 	drop     bool          // DropProduceResponses: never write it
 	close    bool          // CloseAfterRequests: close instead of writing
+	mute     time.Duration // SetProduceQuota: read nothing more for this long once written
 	inflight []inflightRef // released once written, dropped or abandoned
 }
 
@@ -216,6 +224,16 @@ func (cc *conn) writeLoop() {
 		// windows it announces count from now.
 		c.announced(p)
 		c.release(p)
+		if p.mute > 0 {
+			// Muted before the bytes go out: the client may answer at
+			// once, and its next request must find the mute.
+			cc.muteMu.Lock()
+			now := time.Now()
+			if until := now.Add(p.mute); until.After(cc.mutedUntil) {
+				cc.mutedFrom, cc.mutedUntil = now, until
+			}
+			cc.muteMu.Unlock()
+		}
 		if _, err := cc.nc.Write(buf); err != nil {
 			return
 		}
@@ -231,6 +249,7 @@ func (cc *conn) readLoop() {
 	var frame []byte // reused unless a handler kept it (keepFrame)
 	for {
 		var err error
+		askedAt := time.Now()
 		frame, err = protocol.ReadFrame(r, frame, DefaultMaxRequestBytes)
 		if err != nil {
 			cc.logClose("read", err)
@@ -238,6 +257,11 @@ func (cc *conn) readLoop() {
 			return
 		}
 		readAt := time.Now()
+		if muted, ok := cc.waitMute(askedAt, readAt); !ok {
+			return
+		} else if muted {
+			readAt = time.Now() // a muted connection is not read: the request arrives now
+		}
 		if !cc.waitStall() {
 			return
 		}
@@ -258,6 +282,42 @@ func (cc *conn) readLoop() {
 		cc.push(p)
 		if p.close {
 			return
+		}
+	}
+}
+
+// waitMute waits out a mute of the connection (SetProduceQuota) that a
+// request read at readAt met, and reports whether it had to wait (false
+// for ok if the connection or cluster closed meanwhile). A request that
+// arrived while the reader waited for it (readAt after askedAt, so it
+// arrived at readAt) after the throttled answer was written was sent by a
+// client told to wait: counted for MutedSends.
+func (cc *conn) waitMute(askedAt, readAt time.Time) (muted, ok bool) {
+	cc.muteMu.Lock()
+	from, until := cc.mutedFrom, cc.mutedUntil
+	cc.muteMu.Unlock()
+	if !readAt.Before(until) {
+		return false, true
+	}
+	if readAt.After(askedAt) && readAt.After(from) {
+		c := cc.n.c
+		c.mu.Lock()
+		c.mutedSends++
+		if len(c.mutedFirst) < maxOverWindow {
+			c.mutedFirst = append(c.mutedFirst, fmt.Sprintf("node %d: a request %v after a throttled answer, %v before the throttle ended",
+				cc.n.id, readAt.Sub(from), until.Sub(readAt)))
+		}
+		c.mu.Unlock()
+	}
+	for {
+		if !cc.sleepUntil(until) {
+			return true, false
+		}
+		cc.muteMu.Lock()
+		until = cc.mutedUntil
+		cc.muteMu.Unlock()
+		if !time.Now().Before(until) {
+			return true, true
 		}
 	}
 }

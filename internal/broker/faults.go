@@ -81,6 +81,17 @@ const (
 type Answer struct {
 	Code int16
 	Mode AnswerMode
+	// Hint, if set on a Refuse answer of NOT_LEADER_OR_FOLLOWER, is the
+	// KIP-951 CurrentLeader it carries (Produce v10+) instead of the
+	// partition's real leader and epoch: a node the cluster does not
+	// have, or a stale epoch. The answer's NodeEndpoints name the hinted
+	// node only if the cluster has it.
+	Hint *LeaderHint
+}
+
+// LeaderHint is a KIP-951 CurrentLeader: a leader id and its epoch.
+type LeaderHint struct {
+	Leader, Epoch int32
 }
 
 // ScriptAnswers queues one answer per batch for the partition's next
@@ -108,7 +119,7 @@ func (c *Cluster) inject(topic string, partition int32, n int, a Answer) {
 		p.injected = nil
 		return
 	}
-	p.injected = append(p.injected, injectedErr{code: a.Code, mode: a.Mode, n: n})
+	p.injected = append(p.injected, injectedErr{code: a.Code, mode: a.Mode, n: n, hint: a.Hint})
 }
 
 // PendingAnswers returns how many injected or scripted answers the
@@ -160,6 +171,38 @@ func (c *Cluster) SetProduceThrottle(node int32, d time.Duration) {
 	if nd, err := c.node(node); err == nil {
 		nd.throttle = d
 	}
+}
+
+// SetProduceQuota makes node enforce a produce byte-rate quota of rate
+// bytes a second, as Kafka's producer_byte_rate does: a produce request
+// that takes the node's bytes past what the rate allows (plus a tenth of a
+// second's worth of burst) is answered with the time the excess takes to
+// drain at the rate, in whole milliseconds, as ThrottleMillis. From Produce
+// v6 (KIP-219) the node answers at once and then reads nothing more from
+// that connection until the throttle has passed since the answer was
+// written: requests written meanwhile wait, and are counted by
+// [Cluster.MutedSends]. Below v6 it holds the answer for the throttle
+// instead. The budget is the node's, whoever produces. rate <= 0 stops
+// throttling (a mute already begun runs out).
+func (c *Cluster) SetProduceQuota(node int32, rate int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if nd, err := c.node(node); err == nil {
+		nd.quota, nd.quotaLevel, nd.quotaAt = max(rate, 0), 0, time.Time{}
+	}
+}
+
+// MutedSends returns how many requests reached a connection while it was
+// muted for a throttle (SetProduceQuota) whose answer had already been
+// written to it, when nothing else had kept the node from reading it
+// then, and the first few of them, described: requests a client sent
+// though it had been told to wait (KIP-219). A request the client wrote
+// before the throttled answer reached it waits as well, but is not
+// counted.
+func (c *Cluster) MutedSends() (int64, []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mutedSends, append([]string(nil), c.mutedFirst...)
 }
 
 // DropConnections closes every current connection of node. Responses not

@@ -61,6 +61,7 @@ type injectedErr struct {
 	code int16
 	mode AnswerMode
 	n    int
+	hint *LeaderHint // Answer.Hint
 }
 
 // LogRecord is one record of a partition's log, as returned by
