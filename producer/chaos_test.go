@@ -124,6 +124,9 @@ type chaosSchedule struct {
 	// KIP-1269 that never announces a window and retains 5 (oldNodes).
 	capped     int32
 	capVersion int16
+	// quotas and hints count the produce quotas and the scripted KIP-951
+	// hints the schedule drew (throttles).
+	quotas, hints int
 	// bufferMemory is buffer.memory: mostly 1 MiB, never reached; in one
 	// schedule in four 4, 8 or 16 KiB, which bursts fill, so Produce waits
 	// for acknowledgements and batch buffers are forced past the limit
@@ -378,6 +381,7 @@ func drawSchedule(seed uint64) *chaosSchedule {
 	s.moves(rand.New(rand.NewPCG(seed, 0xad0d)), add)
 	s.oldNodes(rand.New(rand.NewPCG(seed, 0x330)))
 	s.memory(rand.New(rand.NewPCG(seed, 0x6d65b0)))
+	s.throttles(rand.New(rand.NewPCG(seed, chaosQuotaStream)), rand.New(rand.NewPCG(seed, chaosHintStream)), add)
 	sort.SliceStable(s.steps, func(i, j int) bool { return s.steps[i].at < s.steps[j].at })
 	return s
 }
@@ -760,6 +764,7 @@ func runScheduleCovered(t *testing.T, s *chaosSchedule) ([]string, scheduleCover
 	// KIP-1269's rule, seen by the broker: no producer ever had more
 	// batches of a partition in flight at a broker process than that
 	// process had announced it retains (5 before any answer).
+	v = append(v, mutedSendViolations(c)...)
 	if n, first := c.OverWindow(); n > 0 {
 		v = append(v, fmt.Sprintf("window: %d batches in flight beyond the window announced, e.g. %v", n, firstN(first, 2)))
 	}

@@ -354,7 +354,7 @@ type leaderUpdate struct {
 // unless the partition's leader is a node without an address: an epoch
 // must not pin a partition to a node the producer cannot reach.
 func (s *sender) updateLeader(ps *partitionState, leader, epoch int32) bool {
-	if epoch >= 0 && ps.leaderEpoch >= 0 && epoch < ps.leaderEpoch && s.reachable(ps.leader) {
+	if epoch >= 0 && ps.leaderEpoch >= 0 && epoch < ps.leaderEpoch && (s.reachable(ps.leader) || s.cfg.regress.on(hintUnreachable)) {
 		return false // stale metadata
 	}
 	if leader == ps.leader && epoch == ps.leaderEpoch {
