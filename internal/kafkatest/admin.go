@@ -399,3 +399,39 @@ func (c *Cluster) alterTopicConfig(topic string, configs map[string]string) erro
 	}
 	return nil
 }
+
+// SetProducerByteRate sets the producer_byte_rate quota (bytes a second,
+// per broker) of the default client-id entity, which every client without
+// a quota of its own gets, with AlterClientQuotas; rate <= 0 removes it.
+// Brokers apply it moments after the controller accepted it, as they do
+// topic configs. It fails the test on error.
+func (c *Cluster) SetProducerByteRate(t testing.TB, rate int64) {
+	t.Helper()
+	if err := c.setProducerByteRate(rate); err != nil {
+		t.Fatalf("kafkatest: %v", err)
+	}
+}
+
+func (c *Cluster) setProducerByteRate(rate int64) error {
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
+	req := kmsg.NewPtrAlterClientQuotasRequest()
+	e := kmsg.NewAlterClientQuotasRequestEntry()
+	ent := kmsg.NewAlterClientQuotasRequestEntryEntity()
+	ent.Type = "client-id" // Name nil: the default entity
+	e.Entity = append(e.Entity, ent)
+	op := kmsg.NewAlterClientQuotasRequestEntryOp()
+	op.Key, op.Value, op.Remove = "producer_byte_rate", float64(rate), rate <= 0
+	e.Ops = append(e.Ops, op)
+	req.Entries = append(req.Entries, e)
+	resp, err := c.request(ctx, req)
+	if err != nil {
+		return fmt.Errorf("AlterClientQuotas: %w", err)
+	}
+	for _, re := range resp.(*kmsg.AlterClientQuotasResponse).Entries {
+		if re.ErrorCode != 0 {
+			return &ResponseError{Op: "AlterClientQuotas", Resource: "client-id default", Err: kerr.ErrorForCode(re.ErrorCode), Message: deref(re.ErrorMessage)}
+		}
+	}
+	return nil
+}
