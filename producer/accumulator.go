@@ -22,6 +22,7 @@ type topicState struct {
 	lastErr error             // last metadata error for this topic
 	used    time.Time         // last new batch or waiting record, for metadata.max.idle.ms
 	sticky  stickyPartitioner
+	limit   batchLimit // its largest batch as learned from the broker (topiclimit.go)
 }
 
 // pendingRecord is an accepted record and its callback. A batch holds one
@@ -369,11 +370,13 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, 
 	default:
 		idx, sticky = p.stickyPick(t, n), true
 	}
+	target := p.batchTarget(t)
+	body := min(target, p.cfg.maxRequestSize) - protocol.RecordBatchOverhead // maxBatchBody, for t
 	ps := t.parts[idx]
 	b := ps.open
 	hadOpen := b != nil
 	for {
-		if b != nil && b.builder.NumRecords() > 0 && b.builder.EncodedLen()+pr.size > p.maxBatchBody() {
+		if b != nil && b.builder.NumRecords() > 0 && b.builder.EncodedLen()+pr.size > body {
 			b.builder.Sum() // its last record was appended just now, if it is sticky: the bytes are in cache
 			p.sealLocked(ps)
 			b = nil
@@ -418,7 +421,7 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, 
 		p.opened = append(p.opened, openedBatch{ps: ps, created: now})
 		p.wakeForLinger(now)
 	}
-	growFor(b, pr.size, protocol.RecordBatchOverhead+p.maxBatchBody())
+	growFor(b, pr.size, protocol.RecordBatchOverhead+body)
 	if d != nil {
 		b.builder.Append(r.Timestamp.UnixMilli(), d.key, d.value, d.headers)
 	} else {
@@ -428,7 +431,7 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, 
 	b.records = append(b.records, pr)
 	b.memory += int64(pr.size + extra) // sealing settles it to the buffer's capacity
 	p.growMemory(b)
-	full := protocol.RecordBatchOverhead+b.builder.EncodedLen() >= p.cfg.batchSize
+	full := protocol.RecordBatchOverhead+b.builder.EncodedLen() >= target
 	if full {
 		b.builder.Sum()
 		p.sealLocked(ps)

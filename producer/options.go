@@ -66,7 +66,11 @@ func MaxInFlightRequestsPerConnection(n int) Opt {
 // BatchSize sets batch.size: the target size of one partition's batch, in
 // bytes, its 61-byte RecordBatch header included, as the Java client and
 // kgo count it, so a batch.size no larger than the topic's max.message.bytes
-// gives batches the broker accepts. A record larger than that goes in a
+// gives batches the broker accepts. A topic whose max.message.bytes is
+// smaller gets smaller batches once it refused one as too large: the
+// refused batch is split, and the topic's later batches are built to fit
+// the limit learned from its answers (topic configs are not read, which
+// would need DESCRIBE_CONFIGS). A record larger than that goes in a
 // batch of its own; 0, as in the Java client, puts every record in a batch
 // of its own. Default 16384.
 func BatchSize(bytes int) Opt { return batchSizeValue.option("BatchSize", int64(bytes)) }

@@ -167,6 +167,9 @@ func (s *sender) batchRejected(b *batch, v judge.Verdict, cause error, hint curr
 		return
 	}
 	s.cfg.hooks.batchRejected(s, -1, b, cause, v.Act == judge.ActRetry || v.Act == judge.ActSplit)
+	if tooLargeAnswer(cause) && len(b.bytes) > 0 {
+		ps.topic.limit.refusedBatch(int64(len(b.bytes)), int64(now.Sub(s.base)), s.cfg.metadataMaxAge)
+	}
 	b.maybeWritten = v.MaybeWritten
 	if b.maybeWritten && !s.cfg.regress.on(splitMaybeWritten) {
 		// A batch waiting to be split (too large) went out whole behind
@@ -247,6 +250,7 @@ func (s *sender) batchAcked(b *batch, baseOffset int64, now time.Time) {
 			r.Offset = baseOffset + int64(i)
 		}
 	}
+	ps.topic.limit.written(int64(len(b.bytes)), int64(now.Sub(s.base)), s.cfg.metadataMaxAge)
 	s.stats.recordsSent.Add(int64(len(b.records)))
 	s.finish(b, nil)
 }

@@ -15,8 +15,10 @@ import (
 )
 
 // splitMemoryRun produces records to parts partitions whose every batch
-// the broker refuses as too large (MESSAGE_TOO_LARGE), so each batch is
-// split again and again down to single records, which fail alone. It
+// the broker refuses as too large (RECORD_LIST_TOO_LARGE, which the
+// producer splits but learns no topic limit from, so every batch is built
+// to batch.size: topiclimit.go), so each batch is split again and again
+// down to single records, which fail alone. It
 // samples buffer.memory's bytes held (memBudget.Held) after every Produce
 // and in every callback and returns the most, with how many records
 // failed as too large.
@@ -39,7 +41,7 @@ func splitMemoryRun(t *testing.T, parts int32, limit int64, batchSize, records, 
 		ctx := context.Background()
 		require.NoError(t, p.ProduceSync(ctx, toPartition("t", 0, []byte("warm"))).FirstErr(), "topic known")
 		for part := range parts {
-			c.InjectError("t", part, kerr.MessageTooLarge.Code, 1<<30)
+			c.InjectError("t", part, kerr.RecordListTooLarge.Code, 1<<30)
 		}
 		sample := func() {
 			h := p.mem.Held()
@@ -53,7 +55,7 @@ func splitMemoryRun(t *testing.T, parts int32, limit int64, batchSize, records, 
 			p.Produce(ctx, toPartition("t", int32(i)%parts, make([]byte, size)), func(_ *Record, err error) {
 				sample()
 				mu.Lock()
-				if errors.Is(err, kerr.MessageTooLarge) {
+				if errors.Is(err, kerr.RecordListTooLarge) {
 					tooLarge++
 				} else if other == nil {
 					other = err

@@ -249,7 +249,7 @@ func (c *Cluster) producePartition(r *request, p *partition, records []byte, sp 
 		fail(kerr.NotLeaderForPartition.Code, "")
 		return
 	}
-	if len(records) > DefaultMaxMessageBytes {
+	if len(records) > p.t.maxMessageBytes() {
 		fail(kerr.MessageTooLarge.Code, "")
 		return
 	}

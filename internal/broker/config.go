@@ -155,6 +155,10 @@ type TopicConfig struct {
 	// CleanupPolicy is the cleanup.policy DescribeConfigs shows ("" shows
 	// the default, delete); the log is never compacted.
 	CleanupPolicy string
+	// MaxMessageBytes is the topic's max.message.bytes: the largest
+	// record batch it takes, larger is MESSAGE_TOO_LARGE; 0 =
+	// [DefaultMaxMessageBytes].
+	MaxMessageBytes int
 }
 
 // withDefaults returns cfg with defaults filled in, or the first invalid
@@ -233,6 +237,9 @@ func checkTopic(t TopicConfig) error {
 	}
 	if t.Partitions < 1 || t.Partitions > MaxPartitions {
 		return &ConfigError{"Partitions", strconv.Itoa(int(t.Partitions)), fmt.Sprintf("must be 1..%d", MaxPartitions)}
+	}
+	if t.MaxMessageBytes < 0 {
+		return &ConfigError{propMaxMessageLen, strconv.Itoa(t.MaxMessageBytes), "must be at least 0"}
 	}
 	if t.Window != 0 {
 		return checkWindow(propWindow, t.Window)

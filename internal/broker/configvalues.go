@@ -27,9 +27,13 @@ func (c *Cluster) topicConfigs(t *topic) []configValue {
 	if t.cleanup != "" {
 		policy, policySrc = t.cleanup, kmsg.ConfigSourceDynamicTopicConfig
 	}
+	maxSrc := kmsg.ConfigSourceDefaultConfig
+	if t.maxMsg > 0 {
+		maxSrc = kmsg.ConfigSourceDynamicTopicConfig
+	}
 	return []configValue{
 		{"cleanup.policy", policy, policySrc, kmsg.ConfigTypeList, "delete or compact (shown only: the log is never compacted)"},
-		{propMaxMessageLen, strconv.Itoa(DefaultMaxMessageBytes), kmsg.ConfigSourceDefaultConfig, kmsg.ConfigTypeInt, "largest record batch size allowed"},
+		{propMaxMessageLen, strconv.Itoa(t.maxMessageBytes()), maxSrc, kmsg.ConfigTypeInt, "largest record batch size allowed"},
 		{propWindow, strconv.Itoa(c.windowOf(t)), src, kmsg.ConfigTypeInt, "batches retained per idempotent producer for duplicate detection (KIP-1269)"},
 	}
 }

@@ -18,6 +18,7 @@ type topic struct {
 	id      uuid
 	window  int    // producer.state.batches.to.retain; 0 = server default
 	cleanup string // cleanup.policy as configured; "" = delete
+	maxMsg  int    // max.message.bytes; 0 = DefaultMaxMessageBytes
 	parts   []*partition
 }
 
@@ -129,11 +130,19 @@ func (c *Cluster) createTopic(tc TopicConfig) (*topic, error) {
 	if c.partitions+int(tc.Partitions) > MaxClusterPartitions {
 		return nil, &ConfigError{"Partitions", strconv.Itoa(int(tc.Partitions)), fmt.Sprintf("the cluster holds at most %d partitions", MaxClusterPartitions)}
 	}
-	t := &topic{name: tc.Name, id: newTopicID(), window: tc.Window, cleanup: tc.CleanupPolicy}
+	t := &topic{name: tc.Name, id: newTopicID(), window: tc.Window, cleanup: tc.CleanupPolicy, maxMsg: tc.MaxMessageBytes}
 	c.growTopic(t, tc.Partitions)
 	c.topics[t.name] = t
 	c.topicIDs[t.id] = t
 	return t, nil
+}
+
+// maxMessageBytes is t's max.message.bytes.
+func (t *topic) maxMessageBytes() int {
+	if t.maxMsg > 0 {
+		return t.maxMsg
+	}
+	return DefaultMaxMessageBytes
 }
 
 // requestTopic returns the topic a Produce or Fetch request names: by id

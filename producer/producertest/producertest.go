@@ -19,6 +19,9 @@ type Topic struct {
 	// in every ProduceResponse v14. 0 means 5, the value of brokers without
 	// KIP-1269; 1 to 4 are invalid.
 	Window int
+	// MaxMessageBytes is the topic's max.message.bytes, the largest record
+	// batch it takes (larger is MESSAGE_TOO_LARGE); 0 means 1 MiB.
+	MaxMessageBytes int
 }
 
 // Record is one record of a partition's log, from [Cluster.Records].
@@ -77,7 +80,7 @@ func topicConfig(t Topic) broker.TopicConfig {
 	if t.Partitions == 0 {
 		t.Partitions = 1
 	}
-	return broker.TopicConfig{Name: t.Name, Partitions: t.Partitions, Window: t.Window}
+	return broker.TopicConfig{Name: t.Name, Partitions: t.Partitions, Window: t.Window, MaxMessageBytes: t.MaxMessageBytes}
 }
 
 // Close stops every node and closes every connection. Later calls return
