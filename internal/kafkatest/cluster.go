@@ -529,6 +529,25 @@ func (c *Cluster) StopNode(i int) { c.nodes[i].stop(stopGrace) }
 // KillNode kills node i at once (SIGKILL), like a crash.
 func (c *Cluster) KillNode(i int) { c.nodes[i].stop(0) }
 
+// PauseNode freezes node i (SIGSTOP, unix only), as a long GC pause or a
+// hung machine: its connections stay open and nothing is answered until
+// [Cluster.ResumeNode]. It fails the test on error.
+func (c *Cluster) PauseNode(t testing.TB, i int) {
+	t.Helper()
+	if err := c.nodes[i].signal(pause); err != nil {
+		t.Fatalf("kafkatest: pause node %d: %v", i, err)
+	}
+}
+
+// ResumeNode continues node i after [Cluster.PauseNode] (SIGCONT). It
+// fails the test on error.
+func (c *Cluster) ResumeNode(t testing.TB, i int) {
+	t.Helper()
+	if err := c.nodes[i].signal(resume); err != nil {
+		t.Fatalf("kafkatest: resume node %d: %v", i, err)
+	}
+}
+
 // RestartNode starts a stopped node i again with the same id, ports and
 // data, and waits until it answers and every running node lists it. It
 // fails the test on error.

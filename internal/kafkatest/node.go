@@ -2,6 +2,7 @@ package kafkatest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -47,6 +48,16 @@ type node struct {
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed when cmd has exited
 	outAt   int64         // size of stdout.log when cmd started
+}
+
+// signal applies send (pause, resume) to the running process.
+func (n *node) signal(send func(*exec.Cmd) error) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.cmd.Process == nil {
+		return errors.New("not running")
+	}
+	return send(n.cmd)
 }
 
 func (n *node) dataDir() string    { return filepath.Join(n.dir, "data") }

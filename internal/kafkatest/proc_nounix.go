@@ -3,6 +3,7 @@
 package kafkatest
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 )
@@ -10,3 +11,9 @@ import (
 func lockFile(path string) (func(), error) { return func() {}, nil }
 
 func terminate(cmd *exec.Cmd) error { return cmd.Process.Signal(os.Interrupt) }
+
+var errNoPause = errors.New("kafkatest: pausing a process needs SIGSTOP (unix)")
+
+func pause(*exec.Cmd) error { return errNoPause }
+
+func resume(*exec.Cmd) error { return errNoPause }

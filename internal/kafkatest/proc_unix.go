@@ -26,3 +26,10 @@ func lockFile(path string) (unlock func(), err error) {
 
 // terminate asks the process to shut down (SIGTERM).
 func terminate(cmd *exec.Cmd) error { return cmd.Process.Signal(syscall.SIGTERM) }
+
+// pause stops the process (SIGSTOP): it keeps its sockets and answers
+// nothing until resume.
+func pause(cmd *exec.Cmd) error { return cmd.Process.Signal(syscall.SIGSTOP) }
+
+// resume continues a paused process (SIGCONT).
+func resume(cmd *exec.Cmd) error { return cmd.Process.Signal(syscall.SIGCONT) }
