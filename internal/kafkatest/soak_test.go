@@ -36,8 +36,8 @@ type soakFaults struct{ kills, pauses, cuts, quotas int }
 // second for LONGHAUL_KAFKA_SOAK (2 minutes by default) while, every 5 to
 // 15 s, one of: a random broker killed (SIGKILL) and restarted 3-10 s
 // later, a random broker frozen (SIGSTOP) for 2-10 s, every connection
-// through a random proxy cut, or a 48 KiB/s producer_byte_rate quota for
-// 5-15 s. Every acknowledged record is in the log once, in order; records
+// through a random proxy cut, or a 16 KiB/s producer_byte_rate quota (a
+// quarter of what the records need) for 10-20 s. Every acknowledged record is in the log once, in order; records
 // failed with their fate unknown may be there once; nothing is stuck:
 // every record is called back, and acknowledgements never stop for longer
 // than the delivery of a record may honestly take after a fault (2
@@ -118,10 +118,10 @@ func TestAgentSoak(t *testing.T) {
 			f.cuts++
 			t.Logf("%v: cut %d connections to node %d", time.Since(began).Round(time.Second), cut, node)
 		case 3:
-			c.SetProducerByteRate(t, 48<<10)
+			c.SetProducerByteRate(t, 16<<10)
 			f.quotas++
-			on := 5*time.Second + time.Duration(rng.Int64N(int64(10*time.Second)))
-			t.Logf("%v: 48 KiB/s producer_byte_rate quota for %v", time.Since(began).Round(time.Second), on)
+			on := 10*time.Second + time.Duration(rng.Int64N(int64(10*time.Second)))
+			t.Logf("%v: 16 KiB/s producer_byte_rate quota for %v", time.Since(began).Round(time.Second), on)
 			time.Sleep(on)
 			c.SetProducerByteRate(t, 0)
 		}
