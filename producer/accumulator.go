@@ -539,6 +539,9 @@ func (s *sender) takeSealedLocked(ps *partitionState) {
 	if len(ps.sealed) == 0 {
 		return
 	}
+	if s.txn != nil {
+		s.txn.queued(ps, ps.sealed)
+	}
 	ps.queue = append(ps.queue, ps.sealed...)
 	clear(ps.sealed)
 	ps.sealed = ps.sealed[:0]

@@ -51,6 +51,9 @@ type config struct {
 	readback           bool          // longhaul.readback.enable
 	readbackMaxBytes   int64         // longhaul.readback.max.bytes
 	readbackTimeout    time.Duration // longhaul.readback.timeout.ms
+	transactionalID    string        // transactional.id; "" = not transactional
+	txnIDGiven         bool          // transactional.id was given (validate refuses it empty)
+	txnTimeout         time.Duration // transaction.timeout.ms
 	securityProtocol   string
 	saslMechanism      string
 	jaas               map[string]string // sasl.jaas.config options
@@ -120,6 +123,9 @@ var (
 	idleRearmValue       = durationValue("longhaul.idle.rearm.ms", 0, func(c *config, d time.Duration) { c.idleRearm = d })
 	readbackBytesValue   = intValue("longhaul.readback.max.bytes", 1, math.MaxInt64, func(c *config, n int64) { c.readbackMaxBytes = n })
 	readbackTimeoutValue = durationValue("longhaul.readback.timeout.ms", 1, func(c *config, d time.Duration) { c.readbackTimeout = d })
+	// The coordinator refuses a timeout above its transaction.max.timeout.ms
+	// (15 minutes by default) at InitTransactions.
+	txnTimeoutValue = durationValue("transaction.timeout.ms", 1, func(c *config, d time.Duration) { c.txnTimeout = d })
 )
 
 // properties is the single source of truth for names, defaults and checks.
@@ -197,6 +203,11 @@ var properties = append([]property{
 	{"partitioner.rack.aware", "false", "true, with client.rack set: records without a key go to partitions whose leader is in client.rack when the topic has any (KIP-1123)", boolSetter(func(c *config, b bool) { c.rackAware = b })},
 	maxWindowValue.row("0", "cap on batches in flight per partition below the broker's window; 0 = the broker's window"),
 	coalesceValue.row("5", "while a broker queues our requests (its latest produce response took over twice the fastest answer on the connection), batches past linger.ms wait while this many produce requests are in flight to it, for at most that response's time, and go together in the next request once a response frees a slot; 0 = never"),
+	{"transactional.id", "", "makes the producer transactional (InitTransactions, BeginTransaction, CommitTransaction); " +
+		"the id names the producer across restarts: a new producer with the same id fences the old one; empty = not transactional",
+		func(c *config, v string) error { c.transactionalID, c.txnIDGiven = v, true; return nil }},
+	txnTimeoutValue.row("60000", "with transactional.id: how long a transaction may stay open before its coordinator aborts it, in ms; "+
+		"at most the brokers' transaction.max.timeout.ms (15 minutes by default)"),
 	idleRearmValue.row("300000", "after this long without an acknowledgement a partition sends one batch alone again (the broker may have expired our state); keep it below the brokers' producer.id.expiration.ms; 0 = never"),
 	{"longhaul.readback.enable", "false", "true: a batch whose fate is unknown is settled by reading the partition back once a later batch is acknowledged under a bumped epoch (needs READ on the topic); its records' callbacks, and those after them in the partition, wait for the answer", boolSetter(func(c *config, b bool) { c.readback = b })},
 	readbackBytesValue.row("67108864", "most bytes one read-back may fetch (every producer's batches between the last acknowledgement before the batch was sent and the fence) before its fate stays unknown"),
@@ -328,7 +339,7 @@ func defaultConfig() config {
 			panic("producer: bad default for " + p.name + ": " + err.Error())
 		}
 	}
-	c.deliveryTimeoutSet = false
+	c.deliveryTimeoutSet, c.txnIDGiven = false, false
 	return c
 }
 
@@ -346,6 +357,11 @@ func (c *config) validate() error {
 	if c.deliveryTimeout < c.linger+c.requestTimeout {
 		return &ConfigError{Property: "delivery.timeout.ms", Value: strconv.FormatInt(c.deliveryTimeout.Milliseconds(), 10),
 			Reason: fmt.Sprintf("must be at least linger.ms + request.timeout.ms (%d)", (c.linger + c.requestTimeout).Milliseconds())}
+	}
+	if c.txnIDGiven && c.transactionalID == "" {
+		// Java refuses an empty id too: it would name every producer
+		// that forgot to set one alike, and fence them all in turn.
+		return &ConfigError{Property: "transactional.id", Reason: "must not be empty: remove the property for a producer without transactions"}
 	}
 	if err := c.applySecurity(); err != nil {
 		return err

@@ -393,6 +393,9 @@ func (s *sender) applyLeader(ps *partitionState, leader, epoch int32) {
 // maintainIdentity gets a producer id at start, and bumps the epoch once
 // every batch in flight has come back after a sequence problem.
 func (s *sender) maintainIdentity(now time.Time) time.Time {
+	if s.txn != nil {
+		return s.txn.maintain(now) // the transaction's coordinator gives the identity
+	}
 	if s.idBusy {
 		return time.Time{}
 	}

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/longhaul-kafka/longhaul/producer"
 	"github.com/longhaul-kafka/longhaul/producer/producertest"
@@ -186,6 +187,8 @@ var typedOptions = map[string]any{
 	"longhaul.readback.enable":              producer.ReadBack,
 	"longhaul.readback.max.bytes":           producer.ReadBackMaxBytes,
 	"longhaul.readback.timeout.ms":          producer.ReadBackTimeout,
+	"transactional.id":                      producer.TransactionalID,
+	"transaction.timeout.ms":                producer.TransactionTimeout,
 }
 
 // propertyOnly are properties without a typed option, with what to say in
@@ -373,4 +376,57 @@ func TestREADMECommandsAreRun(t *testing.T) {
 	if n < 5 {
 		t.Errorf("found only %d commands in README.md; did its layout change?", n)
 	}
+}
+
+// A transactional producer writes records (and a consumer's offsets)
+// atomically: read_committed consumers see all of a committed
+// transaction and nothing of an aborted one.
+func ExampleProducer_BeginTransaction() {
+	c := startBroker()
+	defer c.Close()
+
+	p, err := producer.New(producer.BootstrapServers(c.Addr()), producer.TransactionalID("orders-service-1"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer p.Close(context.Background())
+
+	ctx := context.Background()
+	// Fences any earlier instance with the same transactional id.
+	if err := p.InitTransactions(ctx); err != nil {
+		log.Fatal(err)
+	}
+	for i, commit := range []bool{true, false} {
+		if err := p.BeginTransaction(); err != nil {
+			log.Fatal(err)
+		}
+		r := &producer.Record{Topic: "events", Value: fmt.Appendf(nil, "transaction %d", i)}
+		r.SetPartition(0)
+		p.Produce(ctx, r, nil)
+		offsets := []producer.TransactionOffset{{Topic: "input", Partition: 0, Offset: int64(10 * (i + 1)), LeaderEpoch: -1}}
+		group := producer.GroupMetadata{GroupID: "orders", Generation: -1}
+		if err := p.SendOffsetsToTransaction(ctx, group, offsets); err != nil {
+			log.Fatal(err)
+		}
+		if commit {
+			err = p.CommitTransaction(ctx)
+		} else {
+			err = p.AbortTransaction(ctx)
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+	}
+	// The coordinator writes the markers just after answering the commit.
+	for c.LastStableOffset("events", 0) < 4 {
+		time.Sleep(time.Millisecond)
+	}
+	for _, r := range c.CommittedRecords("events", 0) {
+		fmt.Printf("%s\n", r.Value)
+	}
+	off, _ := c.CommittedOffset("orders", "input", 0)
+	fmt.Println("committed offset", off)
+	// Output:
+	// transaction 0
+	// committed offset 10
 }

@@ -109,7 +109,8 @@ func (s *sender) expire(now time.Time) (next time.Time) {
 		for len(ps.retry) > 0 && (fatal != nil || now.Sub(ps.retry[0].created) >= timeout) {
 			b := ps.retry[0]
 			s.failBatch(b, cmp.Or(fatal, s.timeoutCause(ps, b.lastErr)), b.maybeWritten)
-			s.needBump = true
+			// Inside a transaction the failure makes it abort-only instead.
+			s.needBump = s.txn == nil
 		}
 		for _, b := range ps.retry {
 			parts = earliest(parts, b.created.Add(timeout))

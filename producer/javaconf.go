@@ -19,7 +19,7 @@ import (
 //     so does longhaul, with a Warn through the Logger option.
 //   - unsupportedProperties: a Java producer property whose non-default
 //     value would change what the user relies on (interceptors,
-//     transactions, Java classes). Its Java default is accepted; any other
+//     two-phase commit, Java classes). Its Java default is accepted; any other
 //     value is a ConfigError saying what to do instead.
 //
 // Any other name is a ConfigError, with the closest known name suggested.
@@ -74,7 +74,6 @@ var ignoredProperties = map[string]ignoredProperty{
 	"enable.metrics.push":                      harmless("client metrics push (KIP-714) is not implemented; it only reports to the broker"),
 	"metadata.recovery.strategy":               harmless("metadata is refreshed from the known brokers and bootstrap.servers"),
 	"metadata.recovery.rebootstrap.trigger.ms": harmless("metadata is refreshed from the known brokers and bootstrap.servers"),
-	"transaction.timeout.ms":                   harmless("used only with transactional.id, which is not accepted"),
 
 	// SslConfigs.
 	"ssl.protocol":                     harmless("ssl.enabled.protocols decides the TLS versions, as in Java"),
@@ -160,15 +159,12 @@ func equalFoldOK(want ...string) func(string) bool {
 	}
 }
 
-func neverOK(string) bool { return false }
-
 // unsupportedProperties would change behaviour a user relies on if they
 // were silently ignored.
 var unsupportedProperties = map[string]unsupportedProperty{
-	"transactional.id": {neverOK, "transactions are not supported: longhaul is an idempotent producer " +
-		"(exactly once and in order per partition, not atomic across partitions); remove transactional.id, " +
-		"or use the Java producer or franz-go's kgo for transactions"},
-	"transaction.two.phase.commit.enable": {equalFoldOK("false"), "transactions are not supported (see transactional.id); remove the property"},
+	"transaction.two.phase.commit.enable": {equalFoldOK("false"), "two-phase commit (KIP-939) is not supported: " +
+		"no Kafka release serves InitProducerId v6 as stable (Kafka 4.4 offers v0-5) and brokers answer its " +
+		"keepPreparedTxn with UNSUPPORTED_VERSION; remove the property"},
 	"interceptor.classes": {emptyOK, "Java interceptor classes cannot run here; wrap Produce, or use the " +
 		"Hooks option to observe records and batches"},
 	"partitioner.availability.timeout.ms": {equalFoldOK("0"), "not implemented: only the default 0 is accepted; " +

@@ -226,7 +226,7 @@ func TestJavaConfIgnoredLogged(t *testing.T) {
 func TestJavaConfIgnoredPropertyAccessor(t *testing.T) {
 	_, _, ok := IgnoredProperty("linger.ms")
 	assert.False(t, ok, "a property that is read is not ignored")
-	_, _, ok = IgnoredProperty("transactional.id")
+	_, _, ok = IgnoredProperty("interceptor.classes")
 	assert.False(t, ok, "an unsupported property is not ignored")
 	_, _, ok = IgnoredProperty("no.such.property")
 	assert.False(t, ok)
@@ -247,8 +247,7 @@ func TestJavaConfUnsupported(t *testing.T) {
 	cases := []struct {
 		name, def, bad, wantReason string
 	}{
-		{"transactional.id", "", "my-txn", "transactions are not supported"},
-		{"transaction.two.phase.commit.enable", "false", "true", "transactions are not supported"},
+		{"transaction.two.phase.commit.enable", "false", "true", "InitProducerId v6"},
 		{"interceptor.classes", "", "com.example.Audit", "Hooks option"},
 		{"partitioner.availability.timeout.ms", "0", "1000", "RecordPartitioner"},
 		{"security.providers", "", "com.example.Provider", "TLS option"},
@@ -264,15 +263,13 @@ func TestJavaConfUnsupported(t *testing.T) {
 	for _, tc := range cases {
 		seen[tc.name] = true
 		props := map[string]string{"bootstrap.servers": "127.0.0.1:9092"}
-		if tc.name != "transactional.id" { // Java has no valid value for it here: it must be non-empty
-			props[tc.name] = tc.def
-			got, err := configFrom(props)
-			require.NoError(t, err, "%s=%q is Java's default", tc.name, tc.def)
-			want, _ := configFrom(map[string]string{"bootstrap.servers": "127.0.0.1:9092"})
-			require.Equal(t, comparable(want), comparable(got), "%s at its default has no effect", tc.name)
-		}
+		props[tc.name] = tc.def
+		got, err := configFrom(props)
+		require.NoError(t, err, "%s=%q is Java's default", tc.name, tc.def)
+		want, _ := configFrom(map[string]string{"bootstrap.servers": "127.0.0.1:9092"})
+		require.Equal(t, comparable(want), comparable(got), "%s at its default has no effect", tc.name)
 		props[tc.name] = tc.bad
-		_, err := configFrom(props)
+		_, err = configFrom(props)
 		var ce *ConfigError
 		require.ErrorAs(t, err, &ce, tc.name)
 		assert.Equal(t, tc.name, ce.Property)
@@ -283,9 +280,12 @@ func TestJavaConfUnsupported(t *testing.T) {
 	for name := range unsupportedProperties {
 		assert.True(t, seen[name], "%s has no case here", name)
 	}
-	// An empty transactional.id is rejected too (Java rejects it as well).
+	// An empty transactional.id is rejected (Java rejects it as well).
 	_, err := configFrom(map[string]string{"bootstrap.servers": "127.0.0.1:9092", "transactional.id": ""})
-	require.ErrorContains(t, err, "transactions are not supported")
+	var ce *ConfigError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "transactional.id", ce.Property)
+	require.Contains(t, ce.Reason, "must not be empty")
 }
 
 // TestJavaConfTypoSuggests: a name no table knows is a ConfigError naming

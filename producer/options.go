@@ -98,6 +98,29 @@ func DeliveryTimeout(d time.Duration) Opt { return deliveryTimeoutValue.option("
 // before the connection is closed and the request retried. Default 30s.
 func RequestTimeout(d time.Duration) Opt { return requestTimeoutValue.option("RequestTimeout", d) }
 
+// TransactionalID sets transactional.id and makes the producer
+// transactional: records are written only inside transactions
+// ([Producer.BeginTransaction], [Producer.CommitTransaction]). The id names
+// the producer across restarts: a producer that initializes with the same
+// id fences this one ([ErrProducerFenced]) and aborts its open transaction.
+// An empty id is a [*ConfigError].
+func TransactionalID(id string) Opt {
+	if id == "" {
+		return optFunc(func(*config) error {
+			return &ConfigError{Property: "transactional.id", Option: "TransactionalID", Value: `""`,
+				Reason: "must not be empty: leave the option out for a producer without transactions"}
+		})
+	}
+	return propOpt{name: "transactional.id", value: id, option: "TransactionalID"}
+}
+
+// TransactionTimeout sets transaction.timeout.ms: how long a transaction
+// may stay open before its coordinator aborts it. Default 60s; between 1ms
+// and math.MaxInt32 milliseconds, else a [*ConfigError]. The coordinator
+// refuses more than its transaction.max.timeout.ms (15 minutes by default):
+// [Producer.InitTransactions] then fails with [ErrTransactionFatal].
+func TransactionTimeout(d time.Duration) Opt { return txnTimeoutValue.option("TransactionTimeout", d) }
+
 // RetryBackoff sets retry.backoff.ms, the first wait before a retry.
 // Default 100ms; it doubles up to RetryBackoffMax.
 func RetryBackoff(d time.Duration) Opt { return retryBackoffValue.option("RetryBackoff", d) }

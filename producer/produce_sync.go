@@ -207,7 +207,12 @@ func (s *sender) withdraw(recs []*Record, cause error) map[*Record]bool {
 		}
 		s.takeSealedLocked(ps)
 		ps.queue = slices.DeleteFunc(ps.queue, func(b *batch) bool {
-			if s.withdrawFrom(b, want, fail) {
+			n := len(b.records)
+			empty := s.withdrawFrom(b, want, fail)
+			if s.txn != nil && len(b.records) < n {
+				s.txn.withdrawn(ps, n-len(b.records), cause)
+			}
+			if empty {
 				b.recycle()
 				return true
 			}

@@ -48,6 +48,10 @@ type Producer struct {
 
 	cbs *callbackQueue
 
+	// txn is the transaction as Produce sees it (transaction.go), under
+	// mu; nil without transactional.id.
+	txn *txnMirror
+
 	quit       chan struct{} // closed by Close to stop the sender
 	senderDone chan struct{}
 	s          *sender
@@ -71,8 +75,8 @@ func New(opts ...Opt) (*Producer, error) {
 // schema.registry.url) are accepted and ignored, as the Java producer ignores
 // unused ones; [IgnoredProperty] says which and why, and each one given is
 // logged through the [Logger] option, consumer and serializer ones at Warn.
-// Java producer properties longhaul cannot honour (transactional.id,
-// interceptor.classes, Java classes) are accepted only at their Java
+// Java producer properties longhaul cannot honour
+// (transaction.two.phase.commit.enable, interceptor.classes, Java classes) are accepted only at their Java
 // default; another value is a [*ConfigError] saying what to do instead.
 // librdkafka's sasl.mechanisms is read as sasl.mechanism. Any other name is
 // a [*ConfigError] suggesting the closest known name, and an invalid value
@@ -140,6 +144,9 @@ func newProducer(cfg config) (*Producer, error) {
 	}
 	p.limiter = lim
 	p.cbs = newCallbackQueue()
+	if cfg.transactionalID != "" {
+		p.txn = &txnMirror{}
+	}
 	p.s = newSender(p)
 	go p.cbs.run()
 	go p.s.run()
@@ -263,6 +270,14 @@ func (p *Producer) produce(ctx context.Context, r *Record, cb Callback, block bo
 		p.reject(r, cb, ErrClosed)
 		return
 	}
+	if p.txn != nil {
+		if err := p.produceRefusedLocked(); err != nil {
+			p.mu.Unlock()
+			p.mem.Release(int64(size))
+			p.reject(r, cb, err)
+			return
+		}
+	}
 	err := p.appendLocked(r, accepted, size)
 	ahead := p.pc.ahead
 	p.pc.ahead = nil
@@ -325,6 +340,9 @@ func (p *Producer) Flush(ctx context.Context) error {
 func (p *Producer) Close(ctx context.Context) error {
 	if p.onOwnGoroutine() {
 		return ErrInCallback
+	}
+	if p.txn != nil {
+		p.closeTransaction(ctx)
 	}
 	p.mu.Lock()
 	if p.closed {

@@ -71,6 +71,22 @@ const (
 	// A KIP-951 hint naming a node without an address is taken, and its
 	// epoch makes metadata naming the reachable leader stale.
 	hintUnreachable
+	// Inside a transaction the idempotent recovery runs: an epoch bump,
+	// renumbering or a rewind after a failed record.
+	txnRecovers
+	// Version 1 transactions send Produce at the connection's version,
+	// v12+ included.
+	txnTV1Uncapped
+	// EndTxn goes without waiting for the transaction's records:
+	// CommitTransaction does not flush first, and the driver forgets what
+	// is in flight.
+	txnEndEarly
+	// The gate never re-arms at a version 2 transaction's epoch bump,
+	// whatever the leader's Produce version.
+	txnGateNeverRearmed
+	// CommitTransaction commits after a failed record: the driver hides
+	// record failures from the core.
+	txnCommitAfterFailed
 
 	numKnobs
 )

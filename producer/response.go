@@ -166,6 +166,9 @@ func (s *sender) batchRejected(b *batch, v judge.Verdict, cause error, hint curr
 		s.failBatch(b, ps.goneErr, v.MaybeWritten)
 		return
 	}
+	if s.txn != nil {
+		v = s.txn.noRecovery(v)
+	}
 	s.cfg.hooks.batchRejected(s, -1, b, cause, v.Act == judge.ActRetry || v.Act == judge.ActSplit)
 	if tooLargeAnswer(cause) && len(b.bytes) > 0 {
 		ps.topic.limit.refusedBatch(int64(len(b.bytes)), int64(now.Sub(s.base)), s.cfg.metadataMaxAge)
@@ -294,6 +297,9 @@ func (s *sender) finish(b *batch, err error) {
 	}
 	b.done = true
 	b.err = err
+	if s.txn != nil {
+		s.txn.done(b, err)
+	}
 	ps := b.part
 	if !b.inReport || s.cfg.regress.on(callbacksUnordered) {
 		if len(ps.report) == 0 || s.cfg.regress.on(callbacksUnordered) {

@@ -76,6 +76,10 @@ type sender struct {
 	reqs  atomic.Int64 // produce requests sent (Stats.ProduceRequests)
 	probe *senderProbe // nil in production (config.probe)
 
+	// txn drives transactions (txndriver.go); nil without transactional.id.
+	txn      *txnDriver
+	txnStats txnStats
+
 	// sleepUntil is when the sleeping loop's timer fires, in nanoseconds
 	// since base (monotonic); 0 while the loop runs, math.MaxInt64 while
 	// it sleeps with no timer. Produce reads it to skip waking the loop
@@ -200,6 +204,9 @@ func newSender(p *Producer) *sender {
 	s := &sender{p: p, cfg: &p.cfg, matrix: p.cfg.regress.judgeMatrix(), pid: -1, epoch: -1, nodes: make(map[int32]*nodeState), base: time.Now(), probe: p.cfg.probe}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.idPub.Store(-1)
+	if p.cfg.transactionalID != "" {
+		s.txn = newTxnDriver(s)
+	}
 	p.mem.paid = p.wakeSender // a split waiting for buffer.memory tries again (split)
 	return s
 }
@@ -657,7 +664,7 @@ func (s *sender) hasSendable(ps *partitionState) bool {
 	if s.retryIndex(ps) >= 0 {
 		return true
 	}
-	return !s.needBump && len(ps.retry) == 0 && len(ps.queue) > 0 && s.withinWindow(ps)
+	return !s.needBump && len(ps.retry) == 0 && len(ps.queue) > 0 && s.withinWindow(ps) && (s.txn == nil || s.txn.maySend(ps))
 }
 
 // retryIndex returns the index in ps.retry of the batch to resend next, or
@@ -796,6 +803,9 @@ func (s *sender) takeBatch(ps *partitionState) *batch {
 		b.scanFrom = ps.ackedEnd
 		ps.report = append(ps.report, b)
 		b.inReport = true
+		if s.txn != nil {
+			s.txn.sent(ps, b)
+		}
 		// The batch is built in the builder's own memory (no copy when
 		// uncompressed); it stays there, unchanged, until the batch is done.
 		var err error
@@ -803,6 +813,7 @@ func (s *sender) takeBatch(ps *partitionState) *batch {
 			ProducerID:    s.pid,
 			ProducerEpoch: s.epoch,
 			BaseSequence:  b.seq,
+			Transactional: s.txn != nil,
 			Compression:   s.cfg.compression,
 			// Uncompressed when compression does not make it smaller.
 			CompressIfSmaller: true,
@@ -813,7 +824,7 @@ func (s *sender) takeBatch(ps *partitionState) *batch {
 			// and the batch is sent uncompressed.
 			s.p.log.Error("compressing a batch failed; sending it uncompressed", "err", err)
 			b.bytes, _ = b.builder.BuildInPlace(protocol.BatchHeader{
-				ProducerID: s.pid, ProducerEpoch: s.epoch, BaseSequence: b.seq,
+				ProducerID: s.pid, ProducerEpoch: s.epoch, BaseSequence: b.seq, Transactional: s.txn != nil,
 			})
 		}
 	}
@@ -838,6 +849,10 @@ func (s *sender) issue(sr *sentRequest) {
 	// A request timeout closes the connection (connFailed), so the
 	// broker's own timeout gets the same budget.
 	req.Timeout = s.cfg.requestTimeout
+	if s.txn != nil {
+		req.TransactionalID = &s.cfg.transactionalID
+		req.MaxVersion = s.txn.produceVersionCap()
+	}
 	for _, b := range sr.batches {
 		t := b.part.topic
 		b.topicID = t.id // the response names this id, even if t's changes meanwhile

@@ -64,4 +64,7 @@ func (s *sender) shutdown() {
 		}
 	}
 	p.active = nil
+	if s.txn != nil {
+		s.txn.shutdown()
+	}
 }

@@ -113,7 +113,7 @@ func (s *sender) splitPart(ps *partitionState, b *batch, recs []protocol.Record,
 func (s *sender) build(h *batch, info protocol.BatchInfo) []byte {
 	hdr := protocol.BatchHeader{
 		ProducerID: info.ProducerID, ProducerEpoch: info.ProducerEpoch,
-		BaseSequence: h.seq, Compression: s.cfg.compression, CompressionLevel: s.cfg.compressionLevel,
+		BaseSequence: h.seq, Transactional: info.Transactional(), Compression: s.cfg.compression, CompressionLevel: s.cfg.compressionLevel,
 	}
 	out, err := h.builder.BuildInPlace(hdr)
 	if err != nil {

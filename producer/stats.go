@@ -77,9 +77,14 @@ type Stats struct {
 	BufferedRecords int64
 	// Readback counts the records of unknown fate that read-back
 	// (longhaul.readback.enable) settled, by outcome.
-	Readback   ReadbackStats
-	Partitions []PartitionStats // sorted by topic, then partition
-	Nodes      []NodeStats      // sorted by id
+	Readback ReadbackStats
+	// TransactionsCommitted and TransactionsAborted count the
+	// transactions whose CommitTransaction or AbortTransaction succeeded
+	// (transactional.id only).
+	TransactionsCommitted int64
+	TransactionsAborted   int64
+	Partitions            []PartitionStats // sorted by topic, then partition
+	Nodes                 []NodeStats      // sorted by id
 }
 
 // Stats returns a snapshot of windows, in-flight counts and totals. It is
@@ -97,6 +102,9 @@ func (p *Producer) Stats() Stats {
 		Throttles:       s.stats.throttles.Load(),
 		ThrottledTime:   time.Duration(s.stats.throttledNanos.Load()),
 		Readback:        s.stats.readback.snapshot(),
+
+		TransactionsCommitted: s.txnStats.committed.Load(),
+		TransactionsAborted:   s.txnStats.aborted.Load(),
 	}
 	if id := s.idPub.Load(); id >= 0 {
 		st.ProducerID, st.ProducerEpoch = id>>16, int16(uint16(id))

@@ -34,7 +34,7 @@ func (s *sender) topicRecreatedLocked(t *topicState, count int32) {
 	// from what we sent, and a rewind to 0 is out of order for such a
 	// state (the next batch would get OUT_OF_ORDER_SEQUENCE_NUMBER): a new
 	// epoch starts every partition's sequence at 0.
-	if sent && s.haveID && !s.cfg.regress.on(recreateKeepsEpoch) {
+	if sent && s.haveID && s.txn == nil && !s.cfg.regress.on(recreateKeepsEpoch) {
 		s.needBump = true
 	}
 	if count >= int32(len(t.parts)) {

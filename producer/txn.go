@@ -66,32 +66,18 @@ var txnTransitions = [txnStates][]txnState{
 	txnFatalError:     {},
 }
 
-// Error classes (KIP-1050). Every error the core reports wraps one of
-// them; the cause (a broker error, a record's error) is wrapped too.
-var (
-	// errTxnAbortable: the transaction can only be aborted; after the
-	// abort the next transaction may begin.
-	errTxnAbortable = errors.New("producer: transaction must be aborted")
-	// errTxnFenced: another producer with the same transactional id took
-	// over (or the coordinator fenced this epoch): close the producer.
-	errTxnFenced = errors.New("producer: fenced by another producer with the same transactional.id")
-	// errTxnFatal: the transactional producer cannot go on: close it.
-	errTxnFatal = errors.New("producer: transactional producer failed")
-	// errTxnCommitUnknown: the commit's answer was lost and what came
-	// after does not tell whether it happened; the producer must
-	// initialize again before the next transaction.
-	errTxnCommitUnknown = errors.New("producer: commit outcome unknown")
-	// errTxnAborted fails the records an abort drops before sending them.
-	errTxnAborted = errors.New("producer: transaction aborted; record not sent")
-	// errTxnState: a call the state does not allow (Produce outside a
-	// transaction, Commit without one); nothing changed.
-	errTxnState = errors.New("producer: not allowed in this transaction state")
-	// errTxnBug: a transition outside txnTransitions; the state did not
-	// change.
-	errTxnBug = errors.New("producer: transaction state machine bug")
-)
+// Every error the core reports wraps one of the exported classes
+// (transaction.go: ErrTransactionAbortable, ErrProducerFenced,
+// ErrTransactionFatal, ErrCommitUnknown, ErrTransactionState,
+// ErrTransactionAborted); the cause (a broker error, a record's error) is
+// wrapped too.
 
-// txnError is an error of class (one of the errTxn* classes) with its
+// errTxnBug is a transition outside txnTransitions; the state did not
+// change. A bug found while applying an answer makes the core fatal, so
+// it is of that class.
+var errTxnBug = fmt.Errorf("%w: transaction state machine bug", ErrTransactionFatal)
+
+// txnError is an error of class (one of the exported classes) with its
 // cause.
 type txnError struct {
 	class error
@@ -284,13 +270,13 @@ func (c *txnCore) producer() protocol.TxnProducer {
 }
 
 // stateErr is the error of a call the state refuses: the stored error in
-// the error states, errTxnState otherwise.
+// the error states, ErrTransactionState otherwise.
 func (c *txnCore) stateErr(call string) error {
 	switch c.state {
 	case txnAbortableError, txnFenced, txnFatalError:
 		return c.err
 	}
-	return &txnError{class: errTxnState, msg: fmt.Sprintf("%s while %v", call, c.state)}
+	return &txnError{class: ErrTransactionState, msg: fmt.Sprintf("%s while %v", call, c.state)}
 }
 
 // initTransactions starts initializing: InitProducerId is next.
@@ -309,7 +295,7 @@ func (c *txnCore) begin(tv int) error {
 		return c.stateErr("begin")
 	}
 	if tv != 1 && tv != 2 {
-		return &txnError{class: errTxnState, msg: fmt.Sprintf("transaction version %d", tv)}
+		return &txnError{class: ErrTransactionState, msg: fmt.Sprintf("transaction version %d", tv)}
 	}
 	if err := c.to(txnInTransaction); err != nil {
 		return err
@@ -341,6 +327,37 @@ func (c *txnCore) recordQueued(tp protocol.TopicPartition) error {
 	}
 	p.queued++
 	return nil
+}
+
+// batchQueued records that the sender took a batch of n records of tp
+// (Produce accepted them, and only inside a transaction: the driver
+// refuses Produce elsewhere). It counts in every state, so that what the
+// sender holds and what the core counts never differ: a batch taken while
+// the transaction can no longer send is dropped by the abort, failed
+// with the state's error (unsentFailed).
+func (c *txnCore) batchQueued(tp protocol.TopicPartition, n int) {
+	if c.parts == nil {
+		c.parts = map[protocol.TopicPartition]*txnCounts{}
+	}
+	p := c.parts[tp]
+	if p == nil {
+		p = &txnCounts{}
+		c.parts[tp] = p
+	}
+	p.queued += n
+}
+
+// unsentFailed records that n queued records of tp failed before they
+// were sent (delivery.timeout.ms, a withdrawal, dropped by an abort):
+// inside an open or committing transaction that makes it abort-only, as
+// any failed record does.
+func (c *txnCore) unsentFailed(tp protocol.TopicPartition, n int, err error) (txnOutcome, error) {
+	p := c.parts[tp]
+	if p == nil || p.queued < n {
+		return txnOutcome{}, &txnError{class: errTxnBug, msg: fmt.Sprintf("%d unsent records of %s/%d failed, not queued", n, tp.Topic, tp.Partition)}
+	}
+	p.queued -= n
+	return c.fail(&txnError{class: ErrTransactionAbortable, msg: fmt.Sprintf("record of %s/%d failed before it was sent", tp.Topic, tp.Partition), cause: err}), nil
 }
 
 // maySend reports whether a batch of tp may be sent now: while the
@@ -389,7 +406,12 @@ func (c *txnCore) batchAnswered(tp protocol.TopicPartition, n int, err error) (t
 	if c.tv == 1 {
 		c.bumpAfterAbort = true
 	}
-	return c.fail(&txnError{class: errTxnAbortable, msg: fmt.Sprintf("record of %s/%d failed", tp.Topic, tp.Partition), cause: err}), nil
+	if errors.Is(err, kerr.ProducerFenced) {
+		// The partition's leader knows a newer epoch of our id: another
+		// producer initialized it.
+		return c.fatal(txnFenced, ErrProducerFenced, txnAPIProduce, err), nil
+	}
+	return c.fail(&txnError{class: ErrTransactionAbortable, msg: fmt.Sprintf("record of %s/%d failed", tp.Topic, tp.Partition), cause: err}), nil
 }
 
 // fail puts the transaction in the abortable state with err unless it
@@ -436,15 +458,15 @@ func (c *txnCore) commit() error {
 }
 
 // abort asks to abort. Records not sent yet are dropped (the driver fails
-// them with errTxnAborted and reports unsentDropped); sent ones are waited
+// them with ErrTransactionAborted and reports unsentDropped); sent ones are waited
 // for; then EndTxn(abort), if anything reached the coordinator. Queued
-// SendOffsets calls fail with errTxnAborted.
+// SendOffsets calls fail with ErrTransactionAborted.
 func (c *txnCore) abort() (txnOutcome, error) {
 	if c.state != txnInTransaction && c.state != txnAbortableError {
 		return txnOutcome{}, c.stateErr("abort")
 	}
 	var out txnOutcome
-	c.failOffsets(&out, &txnError{class: errTxnAborted, msg: "offsets not committed"})
+	c.failOffsets(&out, &txnError{class: ErrTransactionAborted, msg: "offsets not committed"})
 	return out, c.to(txnAborting)
 }
 
@@ -596,13 +618,13 @@ func (c *txnCore) verdict(api txnAPI, code int16, v txnVerdict, groupRefind *txn
 		c.attempt = 0
 		if c.state == txnInitializing {
 			// An init cannot be aborted: there is no transaction.
-			return c.fatal(txnFatalError, errTxnFatal, api, cause)
+			return c.fatal(txnFatalError, ErrTransactionFatal, api, cause)
 		}
-		return c.fail(&txnError{class: errTxnAbortable, msg: api.String(), cause: cause})
+		return c.fail(&txnError{class: ErrTransactionAbortable, msg: api.String(), cause: cause})
 	case txnvFenced:
-		return c.fatal(txnFenced, errTxnFenced, api, cause)
+		return c.fatal(txnFenced, ErrProducerFenced, api, cause)
 	default:
-		return c.fatal(txnFatalError, errTxnFatal, api, cause)
+		return c.fatal(txnFatalError, ErrTransactionFatal, api, cause)
 	}
 }
 
@@ -613,7 +635,7 @@ func (c *txnCore) verdict(api txnAPI, code int16, v txnVerdict, groupRefind *txn
 func (c *txnCore) fatal(to txnState, class error, api txnAPI, cause error) txnOutcome {
 	err := error(&txnError{class: class, msg: api.String(), cause: cause})
 	if c.state == txnCommitting && c.endMaybeApplied {
-		err = &txnError{class: errTxnCommitUnknown, msg: "an earlier EndTxn(commit) may have been applied", cause: err}
+		err = &txnError{class: ErrCommitUnknown, msg: "an earlier EndTxn(commit) may have been applied", cause: err}
 		if to == txnFatalError {
 			to = txnUninitialized
 			c.needCoordinator = true
@@ -804,7 +826,7 @@ func (c *txnCore) onEndTxn(res protocol.EndTxnResult) (txnOutcome, error) {
 	if v == txnvAbortable && !aborting {
 		// The commit cannot go on; only an abort remains. The commit
 		// fails with the coordinator's error.
-		err := &txnError{class: errTxnAbortable, msg: "EndTxn(commit)", cause: kerr.ErrorForCode(res.ErrorCode)}
+		err := &txnError{class: ErrTransactionAbortable, msg: "EndTxn(commit)", cause: kerr.ErrorForCode(res.ErrorCode)}
 		c.err = err
 		c.attempt = 0
 		var out txnOutcome

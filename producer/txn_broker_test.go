@@ -299,7 +299,7 @@ func runTxnScenario(t *testing.T, d *txnWireDriver, topic string, tv int, b txnS
 	perr := d.produce(p1, "gap")
 	require.ErrorIs(t, perr, kerr.OutOfOrderSequenceNumber)
 	err = d.core.commit()
-	require.ErrorIs(t, err, errTxnAbortable)
+	require.ErrorIs(t, err, ErrTransactionAbortable)
 	require.ErrorIs(t, err, kerr.OutOfOrderSequenceNumber)
 	_, err = d.core.abort()
 	require.NoError(t, err)
@@ -401,7 +401,7 @@ func TestTxnCoreFencedByNewInstance(t *testing.T) {
 
 	require.NoError(t, old.core.commit())
 	err = old.until(txnOpCommit)
-	require.ErrorIs(t, err, errTxnFenced)
+	require.ErrorIs(t, err, ErrProducerFenced)
 	require.Equal(t, txnFenced, old.core.state)
 	waitTxnComplete(t, c, fresh.txnID)
 	require.Equal(t, []string{"live"}, committedValues(c, topic, 0))

@@ -165,10 +165,10 @@ func probeTimedOutCommit(t *testing.T, c *kafkatest.Cluster, cfg protocol.DialCo
 	err := d.until(txnOpCommit)
 	if tv == 2 {
 		require.ErrorIs(t, err, kerr.InvalidTxnState)
-		require.ErrorIs(t, err, errTxnFatal)
+		require.ErrorIs(t, err, ErrTransactionFatal)
 	} else {
 		require.ErrorIs(t, err, kerr.ProducerFenced)
-		require.ErrorIs(t, err, errTxnFenced)
+		require.ErrorIs(t, err, ErrProducerFenced)
 	}
 	t.Logf("transaction version %d: commit after the coordinator's timeout abort: %v (state %v)", tv, err, d.core.state)
 	require.NotContains(t, readCommitted(t, c, topic, 6)[0], "timed-out")

@@ -130,20 +130,20 @@ func TestTxnTransitionTable(t *testing.T) {
 // inside a transaction.
 func TestTxnProduceOutsideTransaction(t *testing.T) {
 	h := newTxnHarness(t, false)
-	require.ErrorIs(t, h.c.recordQueued(tp0), errTxnState)
+	require.ErrorIs(t, h.c.recordQueued(tp0), ErrTransactionState)
 	h.initialized()
-	require.ErrorIs(t, h.c.recordQueued(tp0), errTxnState)
-	require.ErrorIs(t, h.c.commit(), errTxnState)
+	require.ErrorIs(t, h.c.recordQueued(tp0), ErrTransactionState)
+	require.ErrorIs(t, h.c.commit(), ErrTransactionState)
 	_, err := h.c.abort()
-	require.ErrorIs(t, err, errTxnState)
-	require.ErrorIs(t, h.c.sendOffsets(protocol.GroupMetadata{GroupID: "g"}, nil), errTxnState)
-	require.ErrorIs(t, h.c.initTransactions(), errTxnState)
-	require.ErrorIs(t, h.c.begin(3), errTxnState)
+	require.ErrorIs(t, err, ErrTransactionState)
+	require.ErrorIs(t, h.c.sendOffsets(protocol.GroupMetadata{GroupID: "g"}, nil), ErrTransactionState)
+	require.ErrorIs(t, h.c.initTransactions(), ErrTransactionState)
+	require.ErrorIs(t, h.c.begin(3), ErrTransactionState)
 	require.NoError(t, h.c.begin(2))
-	require.ErrorIs(t, h.c.begin(2), errTxnState, "a transaction is open")
+	require.ErrorIs(t, h.c.begin(2), ErrTransactionState, "a transaction is open")
 	require.NoError(t, h.c.recordQueued(tp0))
 	require.NoError(t, h.c.commit())
-	require.ErrorIs(t, h.c.recordQueued(tp0), errTxnState, "produce while committing")
+	require.ErrorIs(t, h.c.recordQueued(tp0), ErrTransactionState, "produce while committing")
 }
 
 // TestTxnV1AddsPartitionsBeforeSending: under version 1 no batch of a
@@ -239,7 +239,7 @@ func TestTxnCommitRefusedAfterFailedRecord(t *testing.T) {
 	h.ok(h.c.batchAnswered(tp1, 1, ErrDeliveryTimeout))
 	require.Equal(t, txnAbortableError, h.c.state)
 	err := h.c.commit()
-	require.ErrorIs(t, err, errTxnAbortable)
+	require.ErrorIs(t, err, ErrTransactionAbortable)
 	require.ErrorIs(t, err, first)
 	require.NotErrorIs(t, err, ErrDeliveryTimeout, "the first error is kept")
 	require.ErrorIs(t, h.c.recordQueued(tp0), first)
@@ -263,7 +263,7 @@ func TestTxnCommitFailsWhenARecordFailsWhileWaiting(t *testing.T) {
 	out := h.ok(h.c.batchAnswered(tp0, 1, boom))
 	err, ok := doneOp(out, txnOpCommit)
 	require.True(t, ok)
-	require.ErrorIs(t, err, errTxnAbortable)
+	require.ErrorIs(t, err, ErrTransactionAbortable)
 	require.ErrorIs(t, err, boom)
 	require.Equal(t, txnAbortableError, h.c.state)
 	h.idle()
@@ -500,14 +500,14 @@ func TestTxnFencedIsTerminal(t *testing.T) {
 		out := h.ok(h.c.onEndTxn(protocol.EndTxnResult{ErrorCode: code, ProducerID: -1, Epoch: -1}))
 		err, ok := doneOp(out, txnOpCommit)
 		require.True(t, ok)
-		require.ErrorIs(t, err, errTxnFenced)
+		require.ErrorIs(t, err, ErrProducerFenced)
 		require.ErrorIs(t, err, kerr.ErrorForCode(code))
-		require.NotErrorIs(t, err, errTxnCommitUnknown)
+		require.NotErrorIs(t, err, ErrCommitUnknown)
 		require.Equal(t, txnFenced, h.c.state)
-		require.ErrorIs(t, h.c.begin(2), errTxnFenced)
+		require.ErrorIs(t, h.c.begin(2), ErrProducerFenced)
 		_, err = h.c.abort()
-		require.ErrorIs(t, err, errTxnFenced)
-		require.ErrorIs(t, h.c.initTransactions(), errTxnFenced)
+		require.ErrorIs(t, err, ErrProducerFenced)
+		require.ErrorIs(t, h.c.initTransactions(), ErrProducerFenced)
 		h.idle()
 	}
 }
@@ -536,12 +536,12 @@ func TestTxnCommitOutcomeUnknown(t *testing.T) {
 		require.True(t, ok)
 		require.ErrorIs(t, err, kerr.InvalidTxnState)
 		if !lost {
-			require.ErrorIs(t, err, errTxnFatal)
-			require.NotErrorIs(t, err, errTxnCommitUnknown)
+			require.ErrorIs(t, err, ErrTransactionFatal)
+			require.NotErrorIs(t, err, ErrCommitUnknown)
 			require.Equal(t, txnFatalError, h.c.state)
 			continue
 		}
-		require.ErrorIs(t, err, errTxnCommitUnknown)
+		require.ErrorIs(t, err, ErrCommitUnknown)
 		require.Equal(t, txnUninitialized, h.c.state)
 		require.NoError(t, h.c.initTransactions())
 		h.found()
@@ -603,7 +603,7 @@ func TestTxnSendOffsetsFencedMember(t *testing.T) {
 		out := h.ok(h.c.onTxnOffsetCommit([]protocol.PartitionErrorCode{{TopicPartition: tp0, ErrorCode: code}}))
 		err, ok := doneOp(out, txnOpSendOffsets)
 		require.True(t, ok)
-		require.ErrorIs(t, err, errTxnAbortable)
+		require.ErrorIs(t, err, ErrTransactionAbortable)
 		require.ErrorIs(t, err, kerr.ErrorForCode(code))
 		require.Equal(t, txnAbortableError, h.c.state)
 		_, err = h.c.abort()
@@ -613,7 +613,7 @@ func TestTxnSendOffsetsFencedMember(t *testing.T) {
 }
 
 // TestTxnAbortFailsQueuedOffsets: offsets not yet committed when the
-// transaction aborts fail with errTxnAborted.
+// transaction aborts fail with ErrTransactionAborted.
 func TestTxnAbortFailsQueuedOffsets(t *testing.T) {
 	h := newTxnHarness(t, false)
 	h.initialized()
@@ -623,7 +623,7 @@ func TestTxnAbortFailsQueuedOffsets(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, out.done, 1)
 	require.Equal(t, txnOpSendOffsets, out.done[0].op)
-	require.ErrorIs(t, out.done[0].err, errTxnAborted)
+	require.ErrorIs(t, out.done[0].err, ErrTransactionAborted)
 	_, out = h.c.next()
 	require.Equal(t, []txnDone{{txnOpAbort, nil}}, out.done)
 }
@@ -640,14 +640,14 @@ func TestTxnAbortableEndTxnCommit(t *testing.T) {
 	h.expect(txnReqEndTxn)
 	out := h.ok(h.c.onEndTxn(protocol.EndTxnResult{ErrorCode: kerr.TransactionAbortable.Code, ProducerID: -1, Epoch: -1}))
 	err, _ := doneOp(out, txnOpCommit)
-	require.ErrorIs(t, err, errTxnAbortable)
+	require.ErrorIs(t, err, ErrTransactionAbortable)
 	require.Equal(t, txnAbortableError, h.c.state)
 	_, err = h.c.abort()
 	require.NoError(t, err)
 	h.expect(txnReqEndTxn)
 	out = h.ok(h.c.onEndTxn(protocol.EndTxnResult{ErrorCode: kerr.TransactionAbortable.Code, ProducerID: -1, Epoch: -1}))
 	err, _ = doneOp(out, txnOpAbort)
-	require.ErrorIs(t, err, errTxnFatal)
+	require.ErrorIs(t, err, ErrTransactionFatal)
 	require.Equal(t, txnFatalError, h.c.state)
 }
 

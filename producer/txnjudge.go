@@ -14,9 +14,10 @@ const (
 	txnAPIAddOffsets
 	txnAPITxnOffsetCommit
 	txnAPIEndTxn
+	txnAPIProduce // a record's answer (only named in errors)
 )
 
-var txnAPINames = [...]string{"FindCoordinator", "InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn"}
+var txnAPINames = [...]string{"FindCoordinator", "InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn", "Produce"}
 
 func (a txnAPI) String() string {
 	if int(a) < len(txnAPINames) {

@@ -277,6 +277,9 @@ func (c *Conn) send(req kmsg.Request, atMost int16, timeout time.Duration, done 
 // has returned.
 func (c *Conn) Produce(req *ProduceRequest, res *ProduceResult, timeout time.Duration, done func(error)) {
 	v, ok := c.Version(0)
+	if req.MaxVersion > 0 {
+		v = min(v, req.MaxVersion)
+	}
 	if !ok || v < 3 {
 		err := fmt.Errorf("%w: broker %s does not take Produce v3+ (negotiated v%d)", ErrUnsupportedVersion, c.addr, v)
 		go done(err)

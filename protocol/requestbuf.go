@@ -94,6 +94,11 @@ type ProduceRequest struct {
 	// Timeout is how long the broker may wait for the replicas, sent in
 	// whole milliseconds (at most 2^31-1).
 	Timeout time.Duration
+	// MaxVersion, when positive, caps the Produce version the request is
+	// sent at below the connection's negotiated one (a transaction of
+	// version 1 sends at most [MaxTV1ProduceVersion]); it must be 3 or
+	// more.
+	MaxVersion int16
 
 	topics []produceTopic
 	n      int32 // batches added

@@ -314,3 +314,34 @@ func TestProduceDoneAfterWriteReturnsNegativeControl(t *testing.T) {
 		t.Fatal("the check missed a completion during the write")
 	}
 }
+
+// TestProduceMaxVersion: a ProduceRequest's MaxVersion caps the version it
+// is sent at below the negotiated one (the header says v11 on a v14
+// connection, and the answer is read at v11); 0 leaves the negotiated one.
+func TestProduceMaxVersion(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, tc := range []struct{ max, want int16 }{{11, 11}, {0, MaxProduceVersion}, {MaxProduceVersion + 1, MaxProduceVersion}} {
+		t.Run(fmt.Sprintf("max%d", tc.max), func(t *testing.T) {
+			b := newFakeBroker(t)
+			versions := make(chan int16, 4)
+			b.handle = func(h RequestHeader, req kmsg.Request, reply func(any)) {
+				if h.Key == 0 {
+					versions <- h.Version
+				}
+				reply(req.ResponseKind())
+			}
+			c := dialT(t, b.listen(), DialConfig{ClientID: "wire"})
+			req := produceReq(rng, 11)
+			req.MaxVersion = tc.max
+			errc := make(chan error, 1)
+			res := &ProduceResult{}
+			c.Produce(req, res, 10*time.Second, func(err error) { errc <- err })
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			if got := <-versions; got != tc.want || res.Version != tc.want {
+				t.Fatalf("sent at v%d, read at v%d; want v%d", got, res.Version, tc.want)
+			}
+		})
+	}
+}
