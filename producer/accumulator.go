@@ -141,6 +141,11 @@ type partitionState struct {
 	gone          bool      // dropped by metadata (topology.go); goneErr says why
 	goneErr       error
 
+	// waitSince is when queue last started waiting with nothing sent: it
+	// went from empty to not, or a batch left it and others stayed (ns
+	// since sender.base), for partitioner.availability.timeout.ms.
+	waitSince atomic.Int64
+
 	sent, retried atomic.Int64 // batches sent and resent, for Stats
 }
 
@@ -465,12 +470,40 @@ func (p *Producer) wakeForLinger(now time.Time) {
 }
 
 // queuedFunc is the adaptive partitioner's view of t's queues, nil when
-// partitioner.adaptive.partitioning.enable is off.
+// partitioner.adaptive.partitioning.enable is off. With
+// partitioner.availability.timeout.ms, a partition whose queue has waited
+// longer than that with nothing sent counts as more queued than any other
+// (unavailable), so it is chosen only when every partition looked at is.
 func (p *Producer) queuedFunc(t *topicState) func(int32) int {
 	if !p.cfg.adaptive {
 		return nil
 	}
+	if p.cfg.availTimeout > 0 {
+		now := int64(time.Since(p.s.base))
+		return func(i int32) int {
+			ps := t.parts[i]
+			q := ps.queued()
+			if q > 0 && ps.unavailable(now, p.cfg.availTimeout) {
+				q += unavailableQueued
+			}
+			return q
+		}
+	}
 	return func(i int32) int { return t.parts[i].queued() }
+}
+
+// unavailableQueued is what an unavailable partition adds to its queue
+// length for the adaptive partitioner: more than any queue can hold.
+const unavailableQueued = math.MaxInt32
+
+// unavailable reports whether ps's sent queue has waited longer than
+// timeout with no batch sent, at now (ns since sender.base): its leader
+// cannot take produce requests (no connection, its requests unanswered, a
+// full window), as the Java client's partitioner.availability.timeout.ms
+// judges a broker. Called with p.mu held.
+func (ps *partitionState) unavailable(now int64, timeout time.Duration) bool {
+	since := ps.waitSince.Load()
+	return ps.queuedPub.Load() > 0 && now-since > int64(timeout)
 }
 
 // batchBufferMost is the largest buffer a batch grows to (growFor's limit
@@ -542,6 +575,9 @@ func (s *sender) takeSealedLocked(ps *partitionState) {
 	if s.txn != nil {
 		s.txn.queued(ps, ps.sealed)
 	}
+	if len(ps.queue) == 0 && s.cfg.availTimeout > 0 {
+		ps.waitSince.Store(int64(time.Since(s.base)))
+	}
 	ps.queue = append(ps.queue, ps.sealed...)
 	clear(ps.sealed)
 	ps.sealed = ps.sealed[:0]
@@ -566,6 +602,9 @@ func (s *sender) popQueue(ps *partitionState) *batch {
 		ps.queue = ps.queue[:0]
 	} else {
 		ps.queue = ps.queue[1:]
+		if s.cfg.availTimeout > 0 {
+			ps.waitSince.Store(int64(time.Since(s.base))) // sent one: the rest wait from now
+		}
 	}
 	ps.queuedPub.Store(int32(len(ps.queue)))
 	return b

@@ -43,8 +43,9 @@ type config struct {
 	autoCreateTopics   bool
 	ignoreKeys         bool
 	adaptive           bool
-	clientRack         string // client.rack
-	rackAware          bool   // partitioner.rack.aware
+	availTimeout       time.Duration // partitioner.availability.timeout.ms; 0 = off
+	clientRack         string        // client.rack
+	rackAware          bool          // partitioner.rack.aware
 	windowCap          int
 	idleRearm          time.Duration
 	coalesce           int           // longhaul.coalesce.requests
@@ -125,7 +126,8 @@ var (
 	readbackTimeoutValue = durationValue("longhaul.readback.timeout.ms", 1, func(c *config, d time.Duration) { c.readbackTimeout = d })
 	// The coordinator refuses a timeout above its transaction.max.timeout.ms
 	// (15 minutes by default) at InitTransactions.
-	txnTimeoutValue = durationValue("transaction.timeout.ms", 1, func(c *config, d time.Duration) { c.txnTimeout = d })
+	txnTimeoutValue   = durationValue("transaction.timeout.ms", 1, func(c *config, d time.Duration) { c.txnTimeout = d })
+	availTimeoutValue = durationValue("partitioner.availability.timeout.ms", 0, func(c *config, d time.Duration) { c.availTimeout = d })
 )
 
 // properties is the single source of truth for names, defaults and checks.
@@ -199,6 +201,7 @@ var properties = append([]property{
 	{"allow.auto.create.topics", "true", "true: ask the broker to create a missing topic (its auto.create.topics.enable decides)", boolSetter(func(c *config, b bool) { c.autoCreateTopics = b })},
 	{"partitioner.ignore.keys", "false", "true: sticky partitioning even for keyed records", boolSetter(func(c *config, b bool) { c.ignoreKeys = b })},
 	{"partitioner.adaptive.partitioning.enable", "true", "true: records without a key go to partitions with less queued data (KIP-794)", boolSetter(func(c *config, b bool) { c.adaptive = b })},
+	availTimeoutValue.row("0", "with partitioner.adaptive.partitioning.enable: records without a key skip a partition whose sealed batches have waited this long with none sent (its broker cannot take them), while others of the topic are available (KIP-794), in ms; 0 = never"),
 	{"client.rack", "", "the rack this producer runs in, for partitioner.rack.aware (a broker's rack is its broker.rack)", func(c *config, v string) error { c.clientRack = v; return nil }},
 	{"partitioner.rack.aware", "false", "true, with client.rack set: records without a key go to partitions whose leader is in client.rack when the topic has any (KIP-1123)", boolSetter(func(c *config, b bool) { c.rackAware = b })},
 	maxWindowValue.row("0", "cap on batches in flight per partition below the broker's window; 0 = the broker's window"),

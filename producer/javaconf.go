@@ -167,9 +167,6 @@ var unsupportedProperties = map[string]unsupportedProperty{
 		"keepPreparedTxn with UNSUPPORTED_VERSION; remove the property"},
 	"interceptor.classes": {emptyOK, "Java interceptor classes cannot run here; wrap Produce, or use the " +
 		"Hooks option to observe records and batches"},
-	"partitioner.availability.timeout.ms": {equalFoldOK("0"), "not implemented: only the default 0 is accepted; " +
-		"records without a key already skip partitions without a leader, and adaptive partitioning " +
-		"(partitioner.adaptive.partitioning.enable) sends less to partitions whose broker is slow; or choose partitions with a RecordPartitioner"},
 	"security.providers": {emptyOK, "Java security providers cannot run here; give a *tls.Config with the TLS option " +
 		"or a sasl.Mechanism with the SASL option"},
 	"config.providers": {emptyOK, "config providers are not supported: values such as ${file:...} would be used as " +

@@ -249,7 +249,6 @@ func TestJavaConfUnsupported(t *testing.T) {
 	}{
 		{"transaction.two.phase.commit.enable", "false", "true", "InitProducerId v6"},
 		{"interceptor.classes", "", "com.example.Audit", "Hooks option"},
-		{"partitioner.availability.timeout.ms", "0", "1000", "RecordPartitioner"},
 		{"security.providers", "", "com.example.Provider", "TLS option"},
 		{"config.providers", "", "file", "resolve them"},
 		{"ssl.provider", "", "SunJSSE", "TLS option"},

@@ -216,7 +216,8 @@ func (s *stickyPartitioner) due(n int) bool { return s.produced >= n }
 // sealed batch, under the producer's lock): the best of adaptiveSamples
 // random partitions is taken instead, stopping at one with nothing queued,
 // which keeps KIP-794's effect of steering data away from backed-up
-// partitions.
+// partitions; when every sampled one is unavailable
+// (partitioner.availability.timeout.ms), all are scanned.
 func (s *stickyPartitioner) move(numPartitions int32, queued func(int32) int, among []int32) {
 	s.produced = 0
 	m := numPartitions
@@ -263,8 +264,14 @@ func (s *stickyPartitioner) move(numPartitions int32, queued func(int32) int, am
 				best = among[(int32(slices.Index(among, s.current))+1)%m]
 			}
 		}
-		s.current = best
-		return
+		if bestQ < unavailableQueued {
+			s.current = best
+			return
+		}
+		// Every partition sampled is unavailable
+		// (partitioner.availability.timeout.ms): look at them all, so one
+		// that is available is found when the topic has any.
+		best = -1
 	}
 	for i := int32(0); i < m; i++ {
 		p := at((start + i) % m)

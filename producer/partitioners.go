@@ -16,7 +16,9 @@ import (
 // to it (partitioner.adaptive.partitioning.enable chooses the next one),
 // chosen among the partitions with a leader when some have none (as in the
 // Java client), and with partitioner.rack.aware among those led in
-// client.rack when any is.
+// client.rack when any is; with partitioner.availability.timeout.ms the
+// next one is not a partition whose queued batches have waited that long
+// with none sent, while another is available.
 //
 // The implementer's contract:
 //   - Partition is called with the producer's lock held, one call at a
