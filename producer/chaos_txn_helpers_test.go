@@ -1,9 +1,12 @@
 package producer
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
 )
@@ -40,6 +43,7 @@ func (e ctEnd) String() string { return ctEndNames[e] }
 type ctRecord struct {
 	calls int
 	err   error
+	done  time.Time // the (last) callback's time
 }
 
 // ctOffset is one offset a transaction sent for its group: the input
@@ -84,9 +88,18 @@ type ctLog struct {
 	// open lists the partitions whose last stable offset is below their
 	// end: a transaction left open (hanging).
 	open []string
-	// lenientStarts counts transactions' first batches the broker took
-	// at a sequence other than 0 (broker.TxnStats.LenientStarts).
-	lenientStarts int64
+	// gaps are the transactions' first batches on a partition the broker
+	// took at a sequence other than 0 (broker.Cluster.LenientStarts).
+	gaps []ctGap
+}
+
+// ctGap is a transaction's first batch on a partition taken at a
+// sequence other than 0: txn's record seq of part, at the broker's time.
+type ctGap struct {
+	txn  string
+	part int32
+	seq  int
+	at   time.Time
 }
 
 // Names of the checked transactions' output and input.
@@ -121,7 +134,18 @@ func collectCTLog(c *broker.Cluster, partitions int32, txns []*ctTxn) ctLog {
 			}
 		}
 	}
-	l.lenientStarts = c.TxnStats().LenientStarts
+	for _, ls := range c.LenientStarts() {
+		g := ctGap{txn: "?", part: ls.Partition, seq: -1, at: ls.At}
+		for _, rec := range c.Records(ctTopic, ls.Partition) {
+			if rec.ProducerID == ls.ProducerID && rec.ProducerEpoch == ls.ProducerEpoch && rec.Sequence == ls.Sequence {
+				if name, _, seq, ok := parseValue(rec.Value); ok {
+					g.txn, g.seq = name, seq
+				}
+				break
+			}
+		}
+		l.gaps = append(l.gaps, g)
+	}
 	return l
 }
 
@@ -144,7 +168,9 @@ func collectCTLog(c *broker.Cluster, partitions int32, txns []*ctTxn) ctLog {
 //     by a transaction left open;
 //   - "gap": the broker never took a transaction's first batch on a
 //     partition at a sequence other than 0 (what only a Kafka 4.0 broker
-//     takes, leaving the records before it out of the log there).
+//     takes, leaving the records before it out of the log there) while
+//     the transaction was sound: unless one of its records had failed
+//     (called back with an error) by then, when it can only abort.
 func checkTxns(txns []*ctTxn, l ctLog) []string {
 	var v []string
 	byName := map[string]*ctTxn{}
@@ -206,10 +232,25 @@ func checkTxns(txns []*ctTxn, l ctLog) []string {
 	for _, o := range l.open {
 		v = append(v, "hanging: "+o)
 	}
-	if l.lenientStarts > 0 {
-		v = append(v, fmt.Sprintf("gap: the broker took %d transaction start(s) at a sequence other than 0", l.lenientStarts))
+	for _, g := range l.gaps {
+		if x := byName[g.txn]; x == nil || !failedBy(x, g.at) {
+			v = append(v, fmt.Sprintf("gap: partition %d: the broker took %s's record %d as its first, while none of its records had failed", g.part, g.txn, g.seq))
+		}
 	}
 	return v
+}
+
+// failedBy reports whether a record of x was called back with an error
+// at or before t.
+func failedBy(x *ctTxn, t time.Time) bool {
+	for _, recs := range x.records {
+		for _, r := range recs {
+			if r.err != nil && !r.done.IsZero() && !r.done.After(t) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkCommitted checks that x, whose outcome is kind, is wholly in the
@@ -275,4 +316,99 @@ func sortedParts[V any](m map[int32]V) []int32 {
 	}
 	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
 	return parts
+}
+
+// ctLedger keeps one schedule's transactions as their producers run them.
+type ctLedger struct {
+	mu   sync.Mutex
+	txns []*ctTxn
+	// input numbers the input partitions whose offsets the transactions
+	// send, one each, so every transaction's offset is its own.
+	input int32
+	wg    sync.WaitGroup // one per record until its callback
+}
+
+// begin adds a transaction named name.
+func (l *ctLedger) begin(name string) *ctTxn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	x := newCTTxn(name)
+	l.txns = append(l.txns, x)
+	return x
+}
+
+// produce sends n records of x to part.
+func (l *ctLedger) produce(p *Producer, x *ctTxn, part int32, n int) {
+	for range n {
+		l.mu.Lock()
+		seq := len(x.records[part])
+		rr := &ctRecord{}
+		x.records[part] = append(x.records[part], rr)
+		l.mu.Unlock()
+		r := &Record{Topic: ctTopic, Value: value(x.name, part, seq, chaosRecordSize)}
+		r.SetPartition(part)
+		l.wg.Add(1)
+		p.Produce(context.Background(), r, func(_ *Record, err error) {
+			l.mu.Lock()
+			rr.calls++
+			rr.err = err
+			rr.done = time.Now()
+			calls := rr.calls
+			l.mu.Unlock()
+			if calls == 1 {
+				l.wg.Done()
+			}
+		})
+	}
+}
+
+// offset adds to x an offset of an input partition of its own, noted
+// unsent, and returns it with its index in x.offsets.
+func (l *ctLedger) offset(x *ctTxn) (ctOffset, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.input++
+	o := ctOffset{part: l.input, offset: 1000 + int64(l.input)}
+	x.offsets = append(x.offsets, o)
+	return o, len(x.offsets) - 1
+}
+
+// set runs f under the ledger's lock.
+func (l *ctLedger) set(f func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f()
+}
+
+// snapshot copies the transactions (records' results included) for the
+// checker.
+func (l *ctLedger) snapshot() []*ctTxn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]*ctTxn, len(l.txns))
+	for i, x := range l.txns {
+		y := *x
+		y.records = map[int32][]*ctRecord{}
+		for part, recs := range x.records {
+			for _, r := range recs {
+				rr := *r
+				y.records[part] = append(y.records[part], &rr)
+			}
+		}
+		y.offsets = append([]ctOffset(nil), x.offsets...)
+		out[i] = &y
+	}
+	return out
+}
+
+// waitAll waits (on the bubble's clock) up to d for every callback.
+func (l *ctLedger) waitAll(d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { l.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
 }
