@@ -72,13 +72,19 @@ func (p *Producer) Purge(ctx context.Context) error {
 // partitions, those in open and sealed batches, and those the sender
 // queued. Batches sent at least once (p.inflight, p.retry) are left alone.
 // A transactional producer that purges records of its open transaction
-// can no longer commit it: the transaction must abort (DESIGN.md,
-// Purge). Runs on the sender goroutine.
+// can no longer commit it: a commit would leave out records produced
+// into it, so the transaction becomes abort-only, as when any of its
+// records fails. Runs on the sender goroutine.
 func (s *sender) purge() {
 	p := s.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, t := range p.topics {
+		if len(t.waiting) > 0 && s.txn != nil {
+			// The core counts a record once its batch is queued, and
+			// sees a queued one fail through finish; these it never saw.
+			s.txn.failedUncounted(ErrPurged)
+		}
 		for _, w := range t.waiting {
 			pr := w.pendingRecord
 			p.mem.Release(int64(pr.size))

@@ -168,6 +168,14 @@ func (d *txnDriver) withdrawn(ps *partitionState, n int, cause error) {
 	d.s.p.wakeSender()
 }
 
+// failedUncounted makes the open transaction abort-only for records that
+// failed before the core counted them (waiting for their topic's
+// partitions: Purge).
+func (d *txnDriver) failedUncounted(cause error) {
+	d.outs = append(d.outs, d.core.fail(&txnError{class: ErrTransactionAbortable, msg: "records failed before they were queued", cause: cause}))
+	d.s.p.wakeSender()
+}
+
 // noRecovery turns the idempotent recovery a verdict asks for into a
 // failed record: inside a transaction there is no epoch bump, renumbering
 // or rewind (under version 1 a bump would abort the open transaction at
