@@ -172,6 +172,10 @@ func (p *Producer) BeginTransaction() error {
 	p.mu.Lock()
 	m := p.txn
 	switch {
+	case m.open && m.err != nil:
+		err := m.err
+		p.mu.Unlock()
+		return err
 	case m.open:
 		p.mu.Unlock()
 		return &txnError{class: ErrTransactionState, msg: "BeginTransaction while a transaction is open"}

@@ -463,3 +463,102 @@ func TestTransactionInitCtxEnds(t *testing.T) {
 		require.NoError(t, p.BeginTransaction())
 	})
 }
+
+// TestTransactionInitRefused: a transactional id the cluster denies, and
+// a transaction.timeout.ms above the coordinator's
+// transaction.max.timeout.ms, fail InitTransactions with
+// ErrTransactionFatal and the broker's error.
+func TestTransactionInitRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newTxnEnv(t, 2, broker.Config{})
+		ctx := context.Background()
+		e.c.DenyTransactionalID(e.id, true)
+		err := e.producer().InitTransactions(ctx)
+		require.ErrorIs(t, err, ErrTransactionFatal)
+		require.ErrorIs(t, err, kerr.TransactionalIDAuthorizationFailed)
+		e.c.DenyTransactionalID(e.id, false)
+		err = e.producer(TransactionTimeout(16 * time.Minute)).InitTransactions(ctx)
+		require.ErrorIs(t, err, ErrTransactionFatal)
+		require.ErrorIs(t, err, kerr.InvalidTransactionTimeout)
+	})
+}
+
+// TestTransactionCallsInCallback: the transactional calls return
+// ErrInCallback from a record callback.
+func TestTransactionCallsInCallback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newTxnEnv(t, 2, broker.Config{})
+		ctx := context.Background()
+		p := e.producer()
+		require.NoError(t, p.BeginTransaction())
+		got := make(chan []error, 1)
+		p.Produce(ctx, toPartition("out", 0, []byte("a")), func(*Record, error) {
+			got <- []error{p.InitTransactions(ctx), p.BeginTransaction(), p.SendOffsetsToTransaction(ctx, GroupMetadata{GroupID: "g"}, nil),
+				p.CommitTransaction(ctx), p.AbortTransaction(ctx)}
+		})
+		for _, err := range <-got {
+			require.ErrorIs(t, err, ErrInCallback)
+		}
+		require.NoError(t, p.CommitTransaction(ctx))
+	})
+}
+
+// TestTransactionAbortableRefusesBegin: while the open transaction can
+// only be aborted, BeginTransaction and Produce return its error.
+func TestTransactionAbortableRefusesBegin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newTxnEnv(t, 2, broker.Config{})
+		ctx := context.Background()
+		p := e.producer()
+		require.NoError(t, p.BeginTransaction())
+		e.c.InjectError("out", 0, kerr.InvalidRecord.Code, 1)
+		require.ErrorIs(t, produceAll(p, "out", 0, "bad")()[0], kerr.InvalidRecord)
+		require.ErrorIs(t, p.BeginTransaction(), ErrTransactionAbortable)
+		require.ErrorIs(t, produceAll(p, "out", 0, "x")()[0], ErrTransactionAbortable)
+		require.ErrorIs(t, p.SendOffsetsToTransaction(ctx, GroupMetadata{GroupID: "g", Generation: -1}, nil), ErrTransactionAbortable)
+		require.NoError(t, p.AbortTransaction(ctx))
+		require.NoError(t, p.BeginTransaction())
+	})
+}
+
+// TestTransactionOffsetsOfAZombieConsumer: offsets sent with group
+// metadata naming a generation the group is not at are refused by the
+// group coordinator (ILLEGAL_GENERATION): SendOffsetsToTransaction returns
+// ErrTransactionAbortable with it, and the transaction must abort.
+func TestTransactionOffsetsOfAZombieConsumer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newTxnEnv(t, 2, broker.Config{})
+		ctx := context.Background()
+		p := e.producer()
+		require.NoError(t, p.BeginTransaction())
+		require.NoError(t, produceAll(p, "out", 0, "a")()[0])
+		err := p.SendOffsetsToTransaction(ctx, GroupMetadata{GroupID: "eos", Generation: 7, MemberID: "gone"},
+			[]TransactionOffset{{Topic: "in", Offset: 5, LeaderEpoch: -1}})
+		require.ErrorIs(t, err, ErrTransactionAbortable)
+		require.True(t, errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.IllegalGeneration), "%v", err)
+		require.ErrorIs(t, p.CommitTransaction(ctx), ErrTransactionAbortable)
+		require.NoError(t, p.AbortTransaction(ctx))
+		_, ok := e.c.CommittedOffset("eos", "in", 0)
+		require.False(t, ok)
+	})
+}
+
+// TestTransactionOffsetsCtxEnds: SendOffsetsToTransaction whose ctx ends
+// returns ctx's error and the offsets are still sent: the commit waits for
+// them and commits them.
+func TestTransactionOffsetsCtxEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newTxnEnv(t, 2, broker.Config{RTT: time.Second})
+		p := e.producer(RequestTimeout(10 * time.Second))
+		require.NoError(t, p.BeginTransaction())
+		short, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		err := p.SendOffsetsToTransaction(short, GroupMetadata{GroupID: "eos", Generation: -1}, []TransactionOffset{{Topic: "in", Offset: 5, LeaderEpoch: -1}})
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.NoError(t, p.CommitTransaction(context.Background()))
+		e.settled()
+		off, ok := e.c.CommittedOffset("eos", "in", 0)
+		require.True(t, ok)
+		require.Equal(t, int64(5), off)
+	})
+}
