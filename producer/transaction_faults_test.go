@@ -562,3 +562,35 @@ func TestTransactionOffsetsCtxEnds(t *testing.T) {
 		require.Equal(t, int64(5), off)
 	})
 }
+
+// TestTransactionCommitUnknown: the EndTxn(commit) answer is lost after the
+// coordinator applied it, and the retry is refused (INVALID_TXN_STATE):
+// CommitTransaction returns ErrCommitUnknown, and the next
+// BeginTransaction initializes again, after which transactions go on. The
+// lost commit had happened: its record is read.
+func TestTransactionCommitUnknown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newTxnEnv(t, 2, broker.Config{RTT: 200 * time.Millisecond})
+		ctx := context.Background()
+		p := e.producer(RequestTimeout(10 * time.Second))
+		require.NoError(t, p.BeginTransaction())
+		require.NoError(t, produceAll(p, "out", 0, "a")()[0])
+		res := make(chan error, 1)
+		go func() { res <- p.CommitTransaction(ctx) }()
+		for {
+			if info, _ := e.c.Transaction(e.id); info.State == "PrepareCommit" || info.State == "CompleteCommit" {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		e.c.InjectCoordinatorError(26, kerr.InvalidTxnState.Code, 1)
+		e.c.DropConnections(e.c.Coordinator(e.id, true))
+		err := <-res
+		require.ErrorIs(t, err, ErrCommitUnknown)
+		require.ErrorIs(t, err, kerr.InvalidTxnState)
+		require.NoError(t, p.BeginTransaction(), "initializes again")
+		require.NoError(t, produceAll(p, "out", 0, "b")()[0])
+		require.NoError(t, p.CommitTransaction(ctx))
+		require.Equal(t, []string{"a", "b"}, e.committed("out", 0))
+	})
+}
