@@ -23,6 +23,9 @@ type topicState struct {
 	used    time.Time         // last new batch or waiting record, for metadata.max.idle.ms
 	sticky  stickyPartitioner
 	limit   batchLimit // its largest batch as learned from the broker (topiclimit.go)
+	// recreated counts the re-creations seen (topicRecreatedLocked), so
+	// read-back knows a batch's offsets may span two logs.
+	recreated uint32
 }
 
 // pendingRecord is an accepted record and its callback. A batch holds one
@@ -171,6 +174,7 @@ type batch struct {
 	inReport     bool     // listed in part.report
 	topicID      [16]byte // the topic id the last attempt named (Produce v13+)
 	scanFrom     int64    // part.ackedEnd at the first send: where a read-back starts
+	scanGen      uint32   // part.topic.recreated at the first send
 }
 
 // trimBuffer drops b's buffer if it is above keepBuffer bytes and less

@@ -132,6 +132,9 @@ type chaosSchedule struct {
 	// for acknowledgements and batch buffers are forced past the limit
 	// while memWatch checks the bound (chaosSchedule.memory).
 	bufferMemory int64
+	// readback, if set, runs the producers with read-back on and checks
+	// what it settled (chaos_readback_test.go).
+	readback *chaosReadback
 }
 
 func (s *chaosSchedule) String() string {
@@ -626,13 +629,14 @@ func runScheduleCovered(t *testing.T, s *chaosSchedule) ([]string, scheduleCover
 		login = append(login, SASL(plain.Auth{User: "alice", Pass: "secret"}.AsMechanism()))
 	}
 	c, n := memCluster(t, cfg)
+	s.readback.lag(c)
 	boot := []string{c.Addr()}
 	if s.moved {
 		boot = c.Addrs()
 	}
 	run := &chaosRun{}
 	for i := range s.producers {
-		p, err := New(append(login, BootstrapServers(boot...), Dialer(n.Dial), Linger(time.Duration(i)*time.Millisecond),
+		p, err := New(append(append(s.readback.opts(), login...), BootstrapServers(boot...), Dialer(n.Dial), Linger(time.Duration(i)*time.Millisecond),
 			RetryBackoff(5*time.Millisecond), RetryBackoffMax(50*time.Millisecond),
 			RequestTimeout(chaosReqTimeout), DeliveryTimeout(chaosDelivery),
 			MaxInFlightRequestsPerConnection(20), BatchSize(s.batchSize), BufferMemory(s.bufferMemory), MaxRequestSize(s.maxRequestSize),
@@ -675,7 +679,7 @@ func runScheduleCovered(t *testing.T, s *chaosSchedule) ([]string, scheduleCover
 	var v []string
 	all := append(append([]*ledger(nil), run.ledgers...), run.keyless...)
 	for _, l := range all {
-		if !l.waitAll(chaosDelivery + 3*chaosReqTimeout) {
+		if !l.waitAll(chaosDelivery + 3*chaosReqTimeout + s.readback.wait()) {
 			v = append(v, fmt.Sprintf("liveness: ledger %s: callbacks missing %v after the last fault", l.name, chaosDelivery+3*chaosReqTimeout))
 		}
 	}
@@ -694,7 +698,7 @@ func runScheduleCovered(t *testing.T, s *chaosSchedule) ([]string, scheduleCover
 		tails = append(tails, kt)
 	}
 	for _, l := range tails {
-		if !l.waitAll(chaosDelivery + 3*chaosReqTimeout) {
+		if !l.waitAll(chaosDelivery + 3*chaosReqTimeout + s.readback.wait()) {
 			v = append(v, fmt.Sprintf("liveness: ledger %s: tail callbacks missing", l.name))
 		} else if f := l.failuresExcept(func(err error) bool {
 			return s.shrinks && strings.HasSuffix(l.name, "k") && errors.Is(err, ErrPartitionGone)
@@ -712,7 +716,7 @@ func runScheduleCovered(t *testing.T, s *chaosSchedule) ([]string, scheduleCover
 	// out), a record that runs into delivery.timeout.ms (6 s) was starved
 	// by the producer itself: the symptom of a partition left idle with
 	// sendable work (issue 12, failure 2).
-	bound := chaosDelivery + 2*chaosReqTimeout
+	bound := chaosDelivery + 2*chaosReqTimeout + s.readback.wait()
 	for _, l := range all {
 		l.mu.Lock()
 		for k, r := range l.res {
@@ -752,6 +756,7 @@ func runScheduleCovered(t *testing.T, s *chaosSchedule) ([]string, scheduleCover
 		o.addDeleted(logs)
 	}
 	v = append(v, checkOutcome(o)...)
+	v = append(v, s.readback.check(c, run.deleted)...)
 	for _, inc := range append(append([]map[int32][]logEntry(nil), o.gone...), o.logs) {
 		for part, entries := range inc {
 			for _, e := range entries {

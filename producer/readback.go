@@ -68,6 +68,10 @@ var (
 	// epoch of the batch's (brokers before Kafka 2.5, epoch exhaustion),
 	// which fences nothing: a late attempt could still be appended.
 	ErrReadbackNewProducerID = errors.New("producer: read back: a new producer id, not a bumped epoch, followed; not found proves nothing")
+	// ErrReadbackTopicRecreated: the batch was not found, but its topic
+	// was deleted and created again since the batch was first sent, so an
+	// attempt may have gone to the deleted log.
+	ErrReadbackTopicRecreated = errors.New("producer: read back: the topic was re-created since the batch was sent; not found proves nothing")
 	// ErrReadbackBudget: longhaul.readback.max.bytes were fetched, or
 	// longhaul.readback.timeout.ms passed, before the range was read.
 	ErrReadbackBudget = errors.New("producer: read back: budget spent")
@@ -145,21 +149,22 @@ type ReadbackStats struct {
 	LogStart      int64 // ErrReadbackLogStart
 	Compacted     int64 // ErrReadbackCompacted
 	NewProducerID int64 // ErrReadbackNewProducerID
+	Recreated     int64 // ErrReadbackTopicRecreated
 	Budget        int64 // ErrReadbackBudget
 	NoFence       int64 // ErrReadbackNoFence
 }
 
 // readbackCounters are ReadbackStats as the sender counts them.
 type readbackCounters struct {
-	written, notWritten, twice, unknown                         atomic.Int64
-	notAuthorized, logStart, compacted, newPID, budget, noFence atomic.Int64
+	written, notWritten, twice, unknown                                    atomic.Int64
+	notAuthorized, logStart, compacted, newPID, recreated, budget, noFence atomic.Int64
 }
 
 func (c *readbackCounters) snapshot() ReadbackStats {
 	return ReadbackStats{
 		Written: c.written.Load(), NotWritten: c.notWritten.Load(), WrittenTwice: c.twice.Load(),
 		Unknown: c.unknown.Load(), NotAuthorized: c.notAuthorized.Load(), LogStart: c.logStart.Load(),
-		Compacted: c.compacted.Load(), NewProducerID: c.newPID.Load(), Budget: c.budget.Load(), NoFence: c.noFence.Load(),
+		Compacted: c.compacted.Load(), NewProducerID: c.newPID.Load(), Recreated: c.recreated.Load(), Budget: c.budget.Load(), NoFence: c.noFence.Load(),
 	}
 }
 
@@ -314,8 +319,15 @@ func (s *sender) settled(j *settleJob, r scanResult) {
 		BaseSequence: j.id.seq, Records: len(b.records), Offsets: r.offsets, From: j.from, Fence: j.fence,
 		Bytes: r.bytes, Waited: time.Since(j.since),
 	}
-	if len(r.offsets) == 0 && r.reason == nil && j.newPID {
-		r.reason = ErrReadbackNewProducerID
+	if len(r.offsets) == 0 && r.reason == nil {
+		switch {
+		case ps.topic.recreated != b.scanGen || j.fence >= 0 && j.from > j.fence:
+			// A K past the fence is another log's: a re-creation not
+			// seen (no topic ids) since the batch was sent.
+			r.reason = ErrReadbackTopicRecreated
+		case j.newPID:
+			r.reason = ErrReadbackNewProducerID
+		}
 	}
 	c := &s.stats.readback
 	var err error
@@ -342,7 +354,7 @@ func (s *sender) settled(j *settleJob, r scanResult) {
 			err error
 			c   *atomic.Int64
 		}{{ErrReadbackNotAuthorized, &c.notAuthorized}, {ErrReadbackLogStart, &c.logStart}, {ErrReadbackCompacted, &c.compacted},
-			{ErrReadbackNewProducerID, &c.newPID}, {ErrReadbackBudget, &c.budget}, {ErrReadbackNoFence, &c.noFence}} {
+			{ErrReadbackNewProducerID, &c.newPID}, {ErrReadbackTopicRecreated, &c.recreated}, {ErrReadbackBudget, &c.budget}, {ErrReadbackNoFence, &c.noFence}} {
 			if errors.Is(r.reason, k.err) {
 				k.c.Add(n)
 				break
@@ -417,7 +429,9 @@ func (q *scanQuery) run(ctx context.Context) scanResult {
 	for {
 		if ctx.Err() != nil {
 			if lastErr != nil {
-				r.reason = fmt.Errorf("%w: time (last error: %w)", ErrReadbackBudget, lastErr)
+				// The last error as text: its own sentinels (a context's
+				// deadline) are not the record's.
+				r.reason = fmt.Errorf("%w: time (last error: %v)", ErrReadbackBudget, lastErr)
 			} else {
 				r.reason = fmt.Errorf("%w: time", ErrReadbackBudget)
 			}

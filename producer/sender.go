@@ -800,7 +800,7 @@ func (s *sender) takeBatch(ps *partitionState) *batch {
 		ps.nextSeq = addSeq(ps.nextSeq, b.builder.NumRecords())
 		b.ord = ps.nextOrd
 		ps.nextOrd++
-		b.scanFrom = ps.ackedEnd
+		b.scanFrom, b.scanGen = ps.ackedEnd, ps.topic.recreated
 		ps.report = append(ps.report, b)
 		b.inReport = true
 		if s.txn != nil {

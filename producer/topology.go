@@ -21,6 +21,7 @@ import (
 // ErrPartitionGone. Called on the sender goroutine with p.mu held.
 func (s *sender) topicRecreatedLocked(t *topicState, count int32) {
 	s.p.log.Info("topic re-created: new topic id", "topic", t.name, "partitions", count)
+	t.recreated++
 	sent := false
 	for _, ps := range t.parts {
 		ps.leaderEpoch, ps.pendingEpoch = -1, -1

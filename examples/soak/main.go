@@ -27,6 +27,7 @@ func main() {
 	flag.IntVar(&cfg.Producers, "producers", 3, "producers writing at once")
 	flag.DurationVar(&cfg.FaultInterval, "fault-interval", 80*time.Millisecond, "mean time between faults")
 	flag.IntVar(&cfg.Rate, "rate", 1500, "records per second per producer")
+	flag.BoolVar(&cfg.ReadBack, "readback", false, "settle records of unknown fate by reading the log back (longhaul.readback.enable)")
 	flag.Parse()
 	if *verbose {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

@@ -41,6 +41,10 @@ type Config struct {
 	// Logger receives the soak's progress and the producers' logs at the
 	// level it enables. nil discards.
 	Logger *slog.Logger
+	// ReadBack runs the producers with read-back
+	// (longhaul.readback.enable): records of unknown fate are settled by
+	// reading the log back, and [Result.Readback] counts how.
+	ReadBack bool
 
 	// doctor, when set (tests only), rewrites each partition's log before
 	// it is checked: the negative control that proves the checks catch

@@ -48,6 +48,10 @@ type Result struct {
 	// successors because the broker had lost its state. Not a violation,
 	// but expected to be 0 when every expiry follows an idle period.
 	OrderLost int
+	// Readback sums the producers' Stats.Readback (Config.ReadBack): the
+	// records of unknown fate read-back settled, and those that stayed
+	// unknown, by reason.
+	Readback producer.ReadbackStats
 
 	// Violations; a clean run has all of them 0.
 	Lost             int // acknowledged, not in the log
@@ -96,6 +100,10 @@ func (r Result) String() string {
 		r.Phantom, r.BadOffset, r.Foreign, r.BadCallbacks, r.Unexplained, r.MemoryOver, r.GoroutinesLeft, r.CloseErrors)
 	fmt.Fprintf(&sb, " acked=%d failed=%d fate_unknown=%d order_lost=%d mem_peak=%.2f max_inflight=%s segments=%d window_strict=%d/%d",
 		r.Acked, r.Failed, r.FateUnknown, r.OrderLost, r.MemPeak, r.MaxInFlight, r.Segments, r.WindowStrict, r.WindowChecks)
+	if rb := r.Readback; rb != (producer.ReadbackStats{}) {
+		fmt.Fprintf(&sb, " readback_written=%d readback_not_written=%d readback_written_twice=%d readback_unknown=%d{not_authorized:%d log_start:%d compacted:%d new_producer_id:%d topic_recreated:%d budget:%d no_fence:%d}",
+			rb.Written, rb.NotWritten, rb.WrittenTwice, rb.Unknown, rb.NotAuthorized, rb.LogStart, rb.Compacted, rb.NewProducerID, rb.Recreated, rb.Budget, rb.NoFence)
+	}
 	fmt.Fprintf(&sb, " stuck_samples=%d max_silent=%v fail_causes=", r.StuckSamples, r.MaxSilent.Round(time.Millisecond))
 	writeCounts(&sb, r.FailCauses)
 	return sb.String()
@@ -192,6 +200,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			producer.MetadataMaxAge(2*time.Second),
 			producer.Logger(cfg.Logger.With("producer", i)),
 			producer.Hooks(hook),
+			producer.ReadBack(cfg.ReadBack),
 		)
 		if err != nil {
 			for _, q := range prods[:i] {
@@ -247,6 +256,21 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 	}
 	cancel()
+	for _, p := range prods {
+		rb := p.Stats().Readback
+		r := &res.Readback
+		r.Written += rb.Written
+		r.NotWritten += rb.NotWritten
+		r.WrittenTwice += rb.WrittenTwice
+		r.Unknown += rb.Unknown
+		r.NotAuthorized += rb.NotAuthorized
+		r.LogStart += rb.LogStart
+		r.Compacted += rb.Compacted
+		r.NewProducerID += rb.NewProducerID
+		r.Recreated += rb.Recreated
+		r.Budget += rb.Budget
+		r.NoFence += rb.NoFence
+	}
 	sched.w.closeSegment(time.Now())
 
 	logs := map[tp][]logRecord{}
