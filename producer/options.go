@@ -171,7 +171,8 @@ func IdleRearm(d time.Duration) Opt { return idleRearmValue.option("IdleRearm", 
 // unknown (it may or may not be in the log) is not called back at once;
 // the producer settles it by reading the partition back (see
 // [ErrNotWritten] and [ErrWrittenTwice]). It needs READ on the topic.
-// Default false (off).
+// Default false (off). It has no effect on a transactional producer,
+// whose records of unknown fate make the transaction abortable instead.
 func ReadBack(on bool) Opt {
 	return propOpt{name: "longhaul.readback.enable", value: strconv.FormatBool(on), option: "ReadBack"}
 }

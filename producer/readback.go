@@ -192,11 +192,13 @@ type settleJob struct {
 
 // settleLater takes b, which failed with cause and may be in the log, to
 // be settled by read-back instead of being called back now; false when
-// read-back does not apply (off, closing, never sent, partition gone).
+// read-back does not apply (off, transactional, closing, never sent,
+// partition gone). A transactional producer does not read back: a record
+// of unknown fate makes its transaction abortable, and the abort settles it.
 // b has left ps.inflight and ps.retry; it stays in ps.report, so the
 // partition's later callbacks wait for it.
 func (s *sender) settleLater(b *batch, cause error) bool {
-	if !s.cfg.readback || s.stopping || b.attempts == 0 || b.part.gone {
+	if !s.cfg.readback || s.txn != nil || s.stopping || b.attempts == 0 || b.part.gone {
 		return false
 	}
 	h, err := protocol.ParseBatchHeader(b.bytes)

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
+	"github.com/longhaul-kafka/longhaul/protocol"
 )
 
 // readbackHook keeps every ReadbackInfo it is given.
@@ -270,4 +271,27 @@ func TestReadbackClose(t *testing.T) {
 		require.ErrorIs(t, err, ErrClosed)
 		require.Equal(t, int64(1), p.Stats().Readback.Unknown)
 	})
+}
+
+// TestReadbackNotInTransactions: a transactional producer never holds a
+// record of unknown fate for read-back; its transaction becomes
+// abortable instead.
+func TestReadbackNotInTransactions(t *testing.T) {
+	var bb protocol.BatchBuilder
+	bb.Append(1, nil, []byte("v"), nil)
+	raw, err := bb.Build(nil, protocol.BatchHeader{ProducerID: 1, BaseSequence: 0})
+	require.NoError(t, err)
+	sent := func() *batch { return &batch{attempts: 1, bytes: raw, part: &partitionState{topic: &topicState{}}} }
+	p, err := New(BootstrapServers("127.0.0.1:1"), TransactionalID("tx"), ReadBack(true))
+	require.NoError(t, err)
+	defer p.Close(t.Context())
+	require.False(t, p.s.settleLater(sent(), ErrDeliveryTimeout), "transactional")
+	// The same batch is held by an idempotent producer (settleLater only
+	// lists it; nothing else runs on it here).
+	q, err := New(BootstrapServers("127.0.0.1:1"), ReadBack(true))
+	require.NoError(t, err)
+	done := make(chan bool)
+	q.post(func() { done <- q.s.settleLater(sent(), ErrDeliveryTimeout); q.s.settling = nil })
+	require.True(t, <-done, "idempotent")
+	q.Close(t.Context())
 }
