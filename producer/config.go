@@ -40,6 +40,8 @@ type config struct {
 	metadataMaxAge     time.Duration
 	maxBlock           time.Duration
 	metadataMaxIdle    time.Duration
+	rebootstrap        bool          // metadata.recovery.strategy=rebootstrap
+	rebootstrapAfter   time.Duration // metadata.recovery.rebootstrap.trigger.ms
 	autoCreateTopics   bool
 	ignoreKeys         bool
 	adaptive           bool
@@ -118,6 +120,7 @@ var (
 	retryBackoffMaxValue = durationValue("retry.backoff.max.ms", 0, func(c *config, d time.Duration) { c.retryBackoffMax = d })
 	metadataMaxAgeValue  = durationValue("metadata.max.age.ms", 1, func(c *config, d time.Duration) { c.metadataMaxAge = d })
 	metadataMaxIdleValue = durationValue("metadata.max.idle.ms", 5000, func(c *config, d time.Duration) { c.metadataMaxIdle = d })
+	rebootstrapValue     = durationValue("metadata.recovery.rebootstrap.trigger.ms", 0, func(c *config, d time.Duration) { c.rebootstrapAfter = d })
 	maxBlockValue        = durationValue("max.block.ms", 0, func(c *config, d time.Duration) { c.maxBlock = d })
 	maxWindowValue       = intValue("longhaul.max.window", 0, math.MaxInt32, func(c *config, n int64) { c.windowCap = int(n) })
 	coalesceValue        = intValue("longhaul.coalesce.requests", 0, math.MaxInt32, func(c *config, n int64) { c.coalesce = int(n) })
@@ -197,6 +200,18 @@ var properties = append([]property{
 		levelSetter(protocol.CodecZstd, protocol.ZstdLevelMin, protocol.ZstdLevelMax, protocol.ZstdLevelDefault)},
 	metadataMaxAgeValue.row("300000", "metadata is refreshed at least this often, in ms"),
 	metadataMaxIdleValue.row("300000", "a topic not produced to for this long, with nothing buffered, is left out of metadata requests, in ms"),
+	{"metadata.recovery.strategy", "rebootstrap", "rebootstrap: when metadata requests have failed for metadata.recovery.rebootstrap.trigger.ms, or a broker answers REBOOTSTRAP_REQUIRED (KIP-1102), metadata is asked of bootstrap.servers alone, resolved again, until an answer names the brokers (KIP-899); none: REBOOTSTRAP_REQUIRED is a failed request, retried with backoff", func(c *config, v string) error {
+		switch {
+		case strings.EqualFold(v, "rebootstrap"):
+			c.rebootstrap = true
+		case strings.EqualFold(v, "none"):
+			c.rebootstrap = false
+		default:
+			return fmt.Errorf("must be none or rebootstrap")
+		}
+		return nil
+	}},
+	rebootstrapValue.row("300000", "with metadata.recovery.strategy=rebootstrap: how long metadata requests fail (no broker known or in bootstrap.servers answers) before known brokers are left out of them, in ms"),
 	maxBlockValue.row("60000", "how long a record may wait for its topic's metadata (partition list) before it fails, in ms"),
 	{"allow.auto.create.topics", "true", "true: ask the broker to create a missing topic (its auto.create.topics.enable decides)", boolSetter(func(c *config, b bool) { c.autoCreateTopics = b })},
 	{"partitioner.ignore.keys", "false", "true: sticky partitioning even for keyed records", boolSetter(func(c *config, b bool) { c.ignoreKeys = b })},

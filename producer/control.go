@@ -17,7 +17,11 @@ import (
 // continuation op returns on the sender goroutine. A connection-level error
 // drops the control connection so the next op dials another broker.
 func (s *sender) runControl(op func(ctx context.Context, c *protocol.Conn) (then func(), err error), failed func(error)) {
-	s.controlRenewal(time.Now())
+	now := time.Now()
+	s.controlRenewal(now)
+	if s.cfg.rebootstrap && !s.bootOnly && !s.failingSince.IsZero() && now.Sub(s.failingSince) >= s.cfg.rebootstrapAfter {
+		s.rebootstrap("control requests failed for metadata.recovery.rebootstrap.trigger.ms")
+	}
 	c := s.control
 	addrs := s.controlAddrs()
 	cfg := s.dialConfig()
@@ -38,6 +42,9 @@ func (s *sender) runControl(op func(ctx context.Context, c *protocol.Conn) (then
 		s.p.post(func() {
 			s.controlOps--
 			if err != nil {
+				if s.failingSince.IsZero() {
+					s.failingSince = time.Now()
+				}
 				if c != nil {
 					c.Close()
 				}
@@ -49,6 +56,7 @@ func (s *sender) runControl(op func(ctx context.Context, c *protocol.Conn) (then
 				}
 				return
 			}
+			s.failingSince = time.Time{}
 			if s.stopping {
 				c.Close()
 				return
@@ -82,6 +90,9 @@ func (s *sender) controlAddrs() []string {
 		}
 	}
 	for _, n := range s.byID {
+		if s.bootOnly {
+			break // rebootstrapping: the known brokers are not asked
+		}
 		add(n.addr)
 	}
 	for _, a := range s.cfg.bootstrap {
@@ -90,6 +101,25 @@ func (s *sender) controlAddrs() []string {
 	s.bootIdx++
 	k := s.bootIdx % len(addrs)
 	return append(addrs[k:], addrs[:k]...)
+}
+
+// rebootstrap sends control requests to bootstrap.servers alone, each
+// name resolved again at its dial, until a metadata answer names the
+// brokers (KIP-899, metadata.recovery.strategy=rebootstrap): the cluster
+// may have moved to addresses the known brokers no longer lead to, or a
+// broker said the producer's view is stale (REBOOTSTRAP_REQUIRED,
+// KIP-1102). Nothing else is reset: the producer id, epoch and sequences
+// belong to the cluster's partitions, not to a connection, so batches in
+// flight are retried with their sequences and deduplicated as after any
+// lost connection; data connections follow the addresses the next answer
+// gives (applyMetadata), each a new connection to the limiter.
+func (s *sender) rebootstrap(reason string) {
+	s.bootOnly = true
+	if s.control != nil {
+		s.control.Close()
+		s.control = nil
+	}
+	s.p.log.Warn("rebootstrapping: asking bootstrap.servers alone for metadata", "reason", reason, "bootstrap.servers", s.cfg.bootstrap)
 }
 
 // dialFirst returns a connection to the first of addrs that answers. The
@@ -178,6 +208,20 @@ func (s *sender) metadataFailed(err error) {
 // leader at an address no broker gives) does not ask again at once, for
 // ever.
 func (s *sender) applyMetadata(res *protocol.MetadataResult, asked bool) {
+	if res.ErrorCode != 0 {
+		if res.ErrorCode == kerr.RebootstrapRequired.Code && s.cfg.rebootstrap && !s.bootOnly {
+			s.metaBusy = false
+			s.rebootstrap("a broker answered metadata with REBOOTSTRAP_REQUIRED")
+			s.metaWanted.Store(true) // at once: the bootstrap servers are asked next
+			return
+		}
+		// Nothing in the answer is used; with metadata.recovery.strategy
+		// none (or from the bootstrap servers themselves) it is a failed
+		// request, retried after the backoff.
+		s.metadataFailed(fmt.Errorf("metadata answer: %w", kerr.ErrorForCode(res.ErrorCode)))
+		return
+	}
+	s.bootOnly = false
 	now := time.Now()
 	s.metaBusy = false
 	s.metaNext = now.Add(s.cfg.metadataMaxAge)

@@ -46,6 +46,12 @@ type sender struct {
 	metaFailures int
 	control      *protocol.Conn // for metadata and InitProducerId
 	bootIdx      int
+	// bootOnly: control requests go to bootstrap.servers alone, until a
+	// metadata answer names the brokers (rebootstrap, control.go).
+	bootOnly bool
+	// failingSince is when control requests started failing, zero while
+	// the last one succeeded (metadata.recovery.rebootstrap.trigger.ms).
+	failingSince time.Time
 
 	nodes    map[int32]*nodeState
 	byID     []*nodeState // nodes in id order (node), for loops whose order changes what is sent

@@ -25,6 +25,10 @@ type MetadataResult struct {
 	Racks map[int32]string
 	// ControllerID is the controller's node id, -1 if unknown.
 	ControllerID int32
+	// ErrorCode is the top-level error code (Metadata v13+, KIP-1102), 0
+	// for none: 129, REBOOTSTRAP_REQUIRED, asks the client to resolve its
+	// bootstrap servers again.
+	ErrorCode int16
 	// Topics maps topic name to its metadata.
 	Topics map[string]TopicMetadata
 }
@@ -89,6 +93,7 @@ func metadata(ctx context.Context, c *Conn, topics []string, autoCreate bool) (*
 	out := &MetadataResult{
 		Brokers:      make(map[int32]string, len(resp.Brokers)),
 		ControllerID: resp.ControllerID,
+		ErrorCode:    resp.ErrorCode,
 		Topics:       make(map[string]TopicMetadata, len(resp.Topics)),
 	}
 	for _, b := range resp.Brokers {

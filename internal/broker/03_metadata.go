@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Metadata: v0-12
+// Metadata: v0-13 (v13: a top-level error code, 0 unless RewriteMetadata sets one)
 //
 // Behavior:
 // * Brokers are all nodes; each partition names its leader and leader
@@ -28,7 +28,7 @@ import (
 // Config.Racks gives one, no
 // authorized operations, the controller is node 0.
 
-func init() { regKey(3, 0, 12, handleMetadata) }
+func init() { regKey(3, 0, 13, handleMetadata) }
 
 func handleMetadata(c *Cluster, r *request) (kmsg.Response, error) {
 	req := r.kreq.(*kmsg.MetadataRequest)
