@@ -23,7 +23,33 @@ type Config struct {
 	// per partition per distinct value in a row, without the Limiter's lock
 	// held, from the goroutine calling [Limiter.Complete]; it must not block.
 	OnInvalidWindow func(topic string, partition int32, value int32)
+
+	// OnLimitChange, if not nil, is called whenever a partition's limit
+	// ([Limiter.Limit]) changes, with the old and new values and why,
+	// without the Limiter's lock held, from the goroutine whose call
+	// changed it; it must not block. A partition starts at [DefaultWindow]
+	// (or MaxWindow if lower) without a call. With it set, NewConnection
+	// and ResetAll visit the partitions they reset at once, rather than
+	// let each catch up when next used.
+	OnLimitChange func(topic string, partition int32, old, new int, why Cause)
 }
+
+// Cause says why a partition's limit changed, for [Config.OnLimitChange].
+type Cause uint8
+
+const (
+	// CauseLearned: [Limiter.Complete] took a window from a response.
+	CauseLearned Cause = iota + 1
+	// CauseLeader: [Limiter.SetLeader] named another leader or epoch.
+	CauseLeader
+	// CauseConnection: [Limiter.NewConnection] or
+	// [Limiter.SetNodeWindowCap] for the partition's leader.
+	CauseConnection
+	// CauseReset: [Limiter.Reset].
+	CauseReset
+	// CauseResetAll: [Limiter.ResetAll].
+	CauseResetAll
+)
 
 // validate checks every field; its errors name the property and the range.
 func (c *Config) validate() error {

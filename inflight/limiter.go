@@ -1,8 +1,11 @@
 package inflight
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // Limiter holds the in-flight state of every node and partition of one
@@ -12,6 +15,7 @@ type Limiter struct {
 	maxReqs   int
 	maxWindow int
 	onInvalid func(topic string, partition int32, value int32)
+	onChange  func(topic string, partition int32, old, new int, why Cause)
 
 	// brk are the admission rules a negative control of the model test
 	// switched off (never in the observers), and the fixed window a
@@ -56,16 +60,17 @@ type Partition struct {
 	id    int32
 	l     *Limiter
 
+	// lead is the leader node id (high 32 bits) and leader epoch (low 32
+	// bits), written under Limiter.mu and read without it (Leader).
+	lead atomic.Int64
+
 	// Limiter.mu guards the following.
-	leader     int32
-	epoch      int32
-	node       *Node    // nil while the leader is unknown (leader < 0)
-	conn       uint64   // node.conn when p was last reset
-	resetAll   uint64   // Limiter.resetAll when p was last reset
-	gen        uint64   // bumped on every reset; tickets of older gens are stale
-	window     int      // learned window, already sanitised (>= 1)
-	gated      bool     // first-batch gate armed
-	draining   bool     // a batch failed; no new batch until out is empty
+	node       *Node  // nil while the leader is unknown (leader < 0)
+	conn       uint64 // node.conn when p was last reset
+	resetAll   uint64 // Limiter.resetAll when p was last reset
+	gen        uint64 // bumped on every reset; tickets of older gens are stale
+	window     int    // learned window, already sanitised (>= 1)
+	state      State
 	out        []uint64 // ids of tickets in flight, ascending
 	nextID     uint64
 	ents       []posEnt // unacknowledged positions, ascending from head; see positions.go
@@ -82,6 +87,17 @@ func (p *Partition) Topic() string { return p.topic }
 // ID returns the partition number.
 func (p *Partition) ID() int32 { return p.id }
 
+// Leader returns the leader node id (< 0: unknown) and leader epoch last
+// given to [Limiter.SetLeader]. Unlike the Limiter's methods it takes no
+// lock: it is for readers on other goroutines (stats, partitioners) as
+// much as for the one that sets the leader.
+func (p *Partition) Leader() (leader, epoch int32) {
+	v := p.lead.Load()
+	return int32(v >> 32), int32(v)
+}
+
+func packLead(leader, epoch int32) int64 { return int64(leader)<<32 | int64(uint32(epoch)) }
+
 // New returns a Limiter with no nodes and no partitions. It returns a
 // [*ConfigError] if cfg.MaxRequestsPerConn < 1 or cfg.MaxWindow < 0.
 func New(cfg Config) (*Limiter, error) {
@@ -92,6 +108,7 @@ func New(cfg Config) (*Limiter, error) {
 		maxReqs:   cfg.MaxRequestsPerConn,
 		maxWindow: cfg.MaxWindow,
 		onInvalid: cfg.OnInvalidWindow,
+		onChange:  cfg.OnLimitChange,
 		nodes:     make(map[int32]*Node),
 		parts:     make(map[partKey]*Partition),
 	}, nil
@@ -122,8 +139,9 @@ func (l *Limiter) Partition(topic string, partition int32) *Partition {
 	k := partKey{topic, partition}
 	p := l.parts[k]
 	if p == nil {
-		p = &Partition{topic: topic, id: partition, l: l, leader: -1, epoch: -1,
-			resetAll: l.resetAll, window: DefaultWindow, gated: true}
+		p = &Partition{topic: topic, id: partition, l: l,
+			resetAll: l.resetAll, window: DefaultWindow, state: Gated}
+		p.lead.Store(packLead(-1, -1))
 		l.parts[k] = p
 	}
 	return p
@@ -136,19 +154,75 @@ func (l *Limiter) Partition(topic string, partition int32) *Partition {
 // the old leader stay counted until completed, but their completions never
 // change the new limit or open the gate.
 func (l *Limiter) SetLeader(p *Partition, leader int32, leaderEpoch int32) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.own(p.l)
-	if p.leader == leader && p.epoch == leaderEpoch {
+	l.mu.Lock()
+	if p.lead.Load() == packLead(leader, leaderEpoch) {
+		l.mu.Unlock()
 		return false
 	}
-	p.leader, p.epoch = leader, leaderEpoch
+	l.sync(p)
+	old := l.limit(p)
+	p.lead.Store(packLead(leader, leaderEpoch))
 	p.node = nil
 	if leader >= 0 {
 		p.node = l.nodeLocked(leader)
 	}
 	l.reset(p)
+	now := l.limit(p)
+	l.mu.Unlock()
+	l.changed(p, old, now, CauseLeader)
 	return true
+}
+
+// change is one partition's limit change, for [Config.OnLimitChange].
+type change struct {
+	p        *Partition
+	old, now int
+}
+
+// changed reports one partition's limit change, with l.mu released.
+func (l *Limiter) changed(p *Partition, old, now int, why Cause) {
+	if l.onChange != nil && old != now {
+		l.onChange(p.topic, p.id, old, now, why)
+	}
+}
+
+// resetNoting resets the partitions for which match is true, now rather
+// than when each is next used, and returns their limit changes: only when
+// OnLimitChange is set, else it does nothing (sync catches up lazily).
+// Called with l.mu held.
+func (l *Limiter) resetNoting(match func(*Partition) bool) []change {
+	if l.onChange == nil {
+		return nil
+	}
+	var out []change
+	for _, p := range l.parts {
+		if !match(p) {
+			continue
+		}
+		old := l.limit(p) // before sync applies the event
+		l.sync(p)
+		if now := l.limit(p); now != old {
+			out = append(out, change{p, old, now})
+		}
+	}
+	sortChanges(out)
+	return out
+}
+
+// sortChanges puts changes in partition order, as a report of many is
+// read (the map of partitions has none).
+func sortChanges(ch []change) {
+	slices.SortFunc(ch, func(a, b change) int {
+		return cmp.Or(cmp.Compare(a.p.topic, b.p.topic), cmp.Compare(a.p.id, b.p.id))
+	})
+}
+
+// report calls OnLimitChange for each change, with l.mu released.
+func (l *Limiter) report(changes []change, why Cause) {
+	for _, c := range changes {
+		l.onChange(c.p.topic, c.p.id, c.old, c.now, why)
+	}
 }
 
 // NewConnection records that a new connection to node id was established,
@@ -158,19 +232,23 @@ func (l *Limiter) SetLeader(p *Partition, leader int32, leaderEpoch int32) bool 
 // against MaxRequestsPerConn, but must still be finished.
 func (l *Limiter) NewConnection(id int32) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	n := l.nodeLocked(id)
 	n.conn++
 	n.stale += n.reqs
 	n.reqs = 0
+	ch := l.resetNoting(func(p *Partition) bool { return p.node == n })
+	l.mu.Unlock()
+	l.report(ch, CauseConnection)
 }
 
 // ResetAll resets every partition (limit [DefaultWindow], gate armed), e.g.
 // after the producer bumps its epoch or gets a new producer id. It is O(1).
 func (l *Limiter) ResetAll() {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.resetAll++
+	ch := l.resetNoting(func(*Partition) bool { return true })
+	l.mu.Unlock()
+	l.report(ch, CauseResetAll)
 }
 
 // Reset resets p alone (limit [DefaultWindow], gate armed), for when the
@@ -178,11 +256,14 @@ func (l *Limiter) ResetAll() {
 // change: after p sat idle long enough for the broker's
 // producer.id.expiration.ms (KIP-854) to pass, for example.
 func (l *Limiter) Reset(p *Partition) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.own(p.l)
+	l.mu.Lock()
 	l.sync(p)
+	old := l.limit(p)
 	l.reset(p)
+	now := l.limit(p)
+	l.mu.Unlock()
+	l.changed(p, old, now, CauseReset)
 }
 
 // Limit returns p's current per-partition limit: [DefaultWindow] until
@@ -217,7 +298,34 @@ func (l *Limiter) Gated(p *Partition) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.sync(p)
-	return p.gated
+	return p.state.gated()
+}
+
+// State returns p's admission state.
+func (l *Limiter) State(p *Partition) State {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sync(p)
+	return p.state
+}
+
+// Room returns how many more batches of p [Limiter.Reserve] would admit
+// now by the partition's count alone: none without a leader or while
+// draining, else its limit (1 while gated) less its tickets in flight,
+// at least 0. It ignores the window's anchor and the node's request cap.
+func (l *Limiter) Room(p *Partition) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.own(p.l)
+	l.sync(p)
+	if p.node == nil || p.state.draining() {
+		return 0
+	}
+	limit := l.limit(p)
+	if p.state.gated() {
+		limit = 1
+	}
+	return max(limit-len(p.out), 0)
 }
 
 // Draining reports whether p is draining after a failed batch: no new batch
@@ -225,7 +333,7 @@ func (l *Limiter) Gated(p *Partition) bool {
 func (l *Limiter) Draining(p *Partition) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return p.draining
+	return p.state.draining()
 }
 
 // own panics if a Node or Partition from another Limiter is passed in.
@@ -248,7 +356,7 @@ func (l *Limiter) sync(p *Partition) {
 func (l *Limiter) reset(p *Partition) {
 	p.gen++
 	p.window = DefaultWindow
-	p.gated = true
+	p.state = p.state.next(evReset)
 	p.resetAll = l.resetAll
 	if p.node != nil {
 		p.conn = p.node.conn
@@ -282,8 +390,28 @@ func (l *Limiter) SetNodeWindowCap(id int32, n int) {
 		panic(panicNodeCap)
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.nodeLocked(id).windowCap = n
+	nd := l.nodeLocked(id)
+	var ch []change
+	if l.onChange != nil && nd.windowCap != n {
+		for _, p := range l.parts {
+			if p.node == nd {
+				l.sync(p)
+				ch = append(ch, change{p: p, old: l.limit(p)})
+			}
+		}
+	}
+	nd.windowCap = n
+	k := 0
+	for _, c := range ch {
+		if c.now = l.limit(c.p); c.now != c.old {
+			ch[k] = c
+			k++
+		}
+	}
+	ch = ch[:k]
+	sortChanges(ch)
+	l.mu.Unlock()
+	l.report(ch, CauseConnection)
 }
 
 // allowed reports whether p may send its batch at position pos now, ignoring
@@ -292,7 +420,7 @@ func (l *Limiter) allowed(p *Partition, pos uint64) bool {
 	if p.node == nil {
 		return false
 	}
-	if p.draining && !l.brk.on(ignoreDraining) {
+	if p.state.draining() && !l.brk.on(ignoreDraining) {
 		return false
 	}
 	if !l.brk.on(ignoreAnchor) && !l.inWindow(p, pos) {
@@ -305,7 +433,7 @@ func (l *Limiter) allowed(p *Partition, pos uint64) bool {
 	if l.brk.on(ignorePartitionLimit) {
 		limit = math.MaxInt
 	}
-	if p.gated && !l.brk.on(ignoreGate) {
+	if p.state.gated() && !l.brk.on(ignoreGate) {
 		limit = 1
 	}
 	return len(p.out) < limit

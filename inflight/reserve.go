@@ -224,6 +224,7 @@ func (l *Limiter) Complete(t Ticket, o Outcome) {
 	}
 
 	l.sync(p)
+	old := l.limit(p)
 	var report bool
 	if t.gen == p.gen || l.brk.on(trustStale) {
 		if o.Acked || o.WindowPresent {
@@ -241,22 +242,23 @@ func (l *Limiter) Complete(t Ticket, o Outcome) {
 			p.window = w
 		}
 		if o.Acked {
-			p.gated = false
+			p.state = p.state.next(evAcked)
 		}
 	}
 	if !o.Acked {
-		p.draining = true
+		p.state = p.state.next(evFailed)
 	}
-	if p.draining && len(p.out) == 0 {
+	if p.state.draining() && len(p.out) == 0 {
 		// The broker may have lost our state with the failure (new leader,
 		// expired producer id): the retries go one at a time until acked.
-		p.draining = false
-		p.gated = true
+		p.state = p.state.next(evDrained)
 	}
+	now := l.limit(p)
 	l.mu.Unlock()
 	if report {
 		l.onInvalid(p.topic, p.id, o.Window)
 	}
+	l.changed(p, old, now, CauseLearned)
 }
 
 // ticketIndex finds id in out (ascending); completions come mostly in order,

@@ -116,11 +116,8 @@ type partitionState struct {
 	bigBatches bool     // its last sealed batch used more than keepBuffer bytes; see newBatch
 
 	// Owned by the sender goroutine.
-	admission     *inflight.Partition // this partition in the limiter: window, positions, gate
-	leader        int32               // leader the limiter knows, -1 = none
-	leaderPub     atomic.Int32        // leader, for Stats
-	leaderEpoch   int32
-	pendingLeader int32 // leader to switch to once in-flight batches finish
+	admission     *inflight.Partition // this partition in the limiter, which owns its leader, epoch, window, state and positions
+	pendingLeader int32               // leader to switch to once in-flight batches finish
 	pendingEpoch  int32
 	hasPending    bool
 	queue         []*batch     // sealed batches handed to the sender, not yet sent, oldest first
@@ -150,6 +147,19 @@ type partitionState struct {
 	waitSince atomic.Int64
 
 	sent, retried atomic.Int64 // batches sent and resent, for Stats
+}
+
+// leader is the partition's leader node id, -1 for none: the limiter's
+// (inflight.Partition.Leader), which any goroutine may read.
+func (ps *partitionState) leader() int32 {
+	l, _ := ps.admission.Leader()
+	return l
+}
+
+// leaderEpoch is the leader epoch the limiter was given with the leader.
+func (ps *partitionState) leaderEpoch() int32 {
+	_, e := ps.admission.Leader()
+	return e
 }
 
 // batch is a partition's group of records sent as one RecordBatch.
@@ -622,9 +632,7 @@ func (p *Producer) setPartitionsLocked(t *topicState, count int32, now time.Time
 			topic:     t,
 			id:        i,
 			admission: p.limiter.Partition(t.name, i),
-			leader:    -1,
 		})
-		t.parts[i].leaderPub.Store(-1)
 	}
 	waiting := t.waiting
 	t.waiting = nil

@@ -150,9 +150,6 @@ func (s *sender) dialed(n *nodeState, addr string, c *protocol.Conn, err error, 
 	s.unblock(n)
 	s.rescan = true // windows of every partition n leads were reset
 	s.cfg.hooks.connected(n, nil)
-	if !renewal {
-		s.cfg.hooks.windowsChanged(s, n.id, WindowReconnect)
-	}
 }
 
 // connFailed drops n's connection after an error on c. A request timeout

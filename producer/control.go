@@ -250,6 +250,7 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult, asked bool) {
 	again := false
 	var leaders []leaderUpdate
 	s.p.mu.Lock()
+	s.holdWindows = true // re-created topics reset their partitions' limits
 	s.p.setRacksLocked(res)
 	for name, tm := range res.Topics {
 		t := s.p.topics[name]
@@ -314,6 +315,7 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult, asked bool) {
 		}
 	}
 	s.p.mu.Unlock()
+	s.releaseWindows()
 	// Applied outside Producer.mu: a leader change reports
 	// HookWindowChanged, and a hook may call InFlightLimit, Stats or
 	// Produce, which take the lock (the sender deadlocked on itself).
@@ -398,10 +400,11 @@ type leaderUpdate struct {
 // unless the partition's leader is a node without an address: an epoch
 // must not pin a partition to a node the producer cannot reach.
 func (s *sender) updateLeader(ps *partitionState, leader, epoch int32) bool {
-	if epoch >= 0 && ps.leaderEpoch >= 0 && epoch < ps.leaderEpoch && (s.reachable(ps.leader) || s.cfg.regress.on(hintUnreachable)) {
+	cur, curEpoch := ps.admission.Leader()
+	if epoch >= 0 && curEpoch >= 0 && epoch < curEpoch && (s.reachable(cur) || s.cfg.regress.on(hintUnreachable)) {
 		return false // stale metadata
 	}
-	if leader == ps.leader && epoch == ps.leaderEpoch {
+	if leader == cur && epoch == curEpoch {
 		was := ps.hasPending
 		ps.hasPending = false
 		return was
@@ -425,13 +428,10 @@ func (s *sender) reachable(id int32) bool {
 
 func (s *sender) applyLeader(ps *partitionState, leader, epoch int32) {
 	ps.hasPending = false
-	ps.leader, ps.leaderEpoch = leader, epoch
-	ps.leaderPub.Store(leader)
-	s.p.leadersGen.Add(1)
-	s.markReady(ps)
 	// Resets the window to 5 and re-arms the first-batch gate.
 	s.p.limiter.SetLeader(ps.admission, leader, epoch)
-	s.cfg.hooks.windowChanged(s, ps, WindowLeaderChange)
+	s.p.leadersGen.Add(1)
+	s.markReady(ps)
 }
 
 // maintainIdentity gets a producer id at start, and bumps the epoch once
@@ -558,7 +558,6 @@ func (s *sender) initDone(askedPID, id int64, epoch int16, code int16) {
 	}
 	s.needBump, s.needNewID = false, false
 	s.p.limiter.ResetAll()
-	s.cfg.hooks.windowsChanged(s, -1, WindowBump)
 }
 
 // renumber gives every unacknowledged batch, partition by partition, new

@@ -156,8 +156,8 @@ func (s *sender) waitingCause(t *topicState) error {
 // sending, or nil: its leader's last dial failed fatally, or there is no
 // producer id and getting one failed fatally.
 func (s *sender) partitionFatal(ps *partitionState, idFatal error) error {
-	if ps.leader >= 0 {
-		if err := nodeFatal(s.nodes[ps.leader]); err != nil {
+	if ps.leader() >= 0 {
+		if err := nodeFatal(s.nodes[ps.leader()]); err != nil {
 			return err
 		}
 	}
@@ -195,8 +195,8 @@ func (s *sender) idFatal(idFatal error) error {
 }
 
 func (s *sender) timeoutCause(ps *partitionState, last error) error {
-	if last == nil && ps.leader >= 0 {
-		if n := s.nodes[ps.leader]; n != nil {
+	if last == nil && ps.leader() >= 0 {
+		if n := s.nodes[ps.leader()]; n != nil {
 			last = n.lastErr
 		}
 	}

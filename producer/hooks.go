@@ -259,10 +259,6 @@ type hookSet struct {
 	throttle   []HookThrottle
 	requests   []HookRequestDone
 	readbacks  []HookReadback
-
-	// windows is the last limit reported per partition, owned by the
-	// sender goroutine; nil until a window hook needs it.
-	windows map[*partitionState]int
 }
 
 // add sorts h into the lists of the interfaces it implements; false if
@@ -323,7 +319,6 @@ func (hs *hookSet) requestSent(s *sender, sr *sentRequest) {
 // after the limiter applied its window and before b's callbacks are
 // queued (b may be recycled after them).
 func (hs *hookSet) batchAcked(s *sender, node int32, b *batch, baseOffset int64) {
-	hs.windowChanged(s, b.part, WindowLearned)
 	if len(hs.acked) == 0 {
 		return
 	}
@@ -341,7 +336,7 @@ func (hs *hookSet) batchRejected(s *sender, node int32, b *batch, err error, ret
 		return
 	}
 	if node < 0 {
-		node = b.part.leader
+		node = b.part.leader()
 	}
 	if s.stopping {
 		// Close: the batch fails, whatever the attempt's error said.
@@ -372,55 +367,65 @@ func (hs *hookSet) recordProduced(r *Record) bool {
 	return len(hs.produced) > 0
 }
 
-// windowChanged reports ps's limit if it differs from the last one
-// reported; call it after any limiter call that may change it.
-func (hs *hookSet) windowChanged(s *sender, ps *partitionState, why WindowCause) {
-	if len(hs.window) == 0 {
+// limitChange is one change of a partition's limit, as the limiter
+// reported it (limitChanged).
+type limitChange struct {
+	topic     string
+	partition int32
+	old, new  int
+	why       WindowCause
+}
+
+// limitChanged is the limiter's OnLimitChange while a window hook is set
+// (newProducer): the limiter tells of every change, on the sender
+// goroutine, which made the call that changed it. While the sender holds
+// Producer.mu (applyMetadata) the report waits until the lock is released
+// (releaseWindows): a hook may call TryProduce, Stats or InFlightLimit.
+func (s *sender) limitChanged(topic string, partition int32, old, new int, why inflight.Cause) {
+	c := limitChange{topic, partition, old, new, windowCause(why)}
+	if why == inflight.CauseReset {
+		c.why = s.resetWhy
+	}
+	if s.holdWindows {
+		s.heldWindows = append(s.heldWindows, c)
 		return
 	}
-	if hs.windows == nil {
-		hs.windows = make(map[*partitionState]int)
+	s.cfg.hooks.windowChanged(c)
+}
+
+// releaseWindows reports the limit changes held while Producer.mu was held.
+func (s *sender) releaseWindows() {
+	s.holdWindows = false
+	for i, c := range s.heldWindows {
+		s.cfg.hooks.windowChanged(c)
+		s.heldWindows[i] = limitChange{}
 	}
-	old, seen := hs.windows[ps]
-	if !seen {
-		old = inflight.DefaultWindow
-		if c := s.cfg.windowCap; c > 0 {
-			old = min(old, c)
-		}
-	}
-	now := s.p.limiter.Limit(ps.admission)
-	if now == old {
-		if !seen {
-			hs.windows[ps] = now
-		}
-		return
-	}
-	hs.windows[ps] = now
-	for _, h := range hs.window {
-		h.OnWindowChanged(ps.topic.name, ps.id, old, now, why)
+	s.heldWindows = s.heldWindows[:0]
+}
+
+// windowCause names the limiter's cause as the hook does: the producer
+// resets every partition (Limiter.ResetAll) for a new producer id or epoch
+// only; a partition alone (Limiter.Reset) for idleness, unless the sender
+// says otherwise (sender.resetWhy: a transactional epoch bump).
+func windowCause(c inflight.Cause) WindowCause {
+	switch c {
+	case inflight.CauseLearned:
+		return WindowLearned
+	case inflight.CauseLeader:
+		return WindowLeaderChange
+	case inflight.CauseConnection:
+		return WindowReconnect
+	case inflight.CauseReset:
+		return WindowIdle
+	default:
+		return WindowBump
 	}
 }
 
-// windowsChanged is windowChanged for every partition led by node, or
-// every partition when node is -1 (conns.go, dialed; control.go,
-// initDone). The hooks run after Producer.mu is released: a hook may call
-// TryProduce, Stats and InFlightLimit.
-func (hs *hookSet) windowsChanged(s *sender, node int32, why WindowCause) {
-	if len(hs.window) == 0 {
-		return
-	}
-	var parts []*partitionState
-	s.p.mu.Lock()
-	for _, t := range s.p.topics {
-		for _, ps := range t.parts {
-			if node < 0 || ps.leader == node {
-				parts = append(parts, ps)
-			}
-		}
-	}
-	s.p.mu.Unlock()
-	for _, ps := range parts {
-		hs.windowChanged(s, ps, why)
+// windowChanged calls every window hook with c.
+func (hs *hookSet) windowChanged(c limitChange) {
+	for _, h := range hs.window {
+		h.OnWindowChanged(c.topic, c.partition, c.old, c.new, c.why)
 	}
 }
 

@@ -91,7 +91,7 @@ func onSender(p *Producer, f func(s *sender)) {
 func partitionLeader(p *Producer) (leader, epoch int32) {
 	onSender(p, func(s *sender) {
 		ps := s.p.topics["t"].parts[0]
-		leader, epoch = ps.leader, ps.leaderEpoch
+		leader, epoch = ps.admission.Leader()
 	})
 	return leader, epoch
 }

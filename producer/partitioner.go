@@ -129,7 +129,7 @@ func (p *Producer) stickyAmong(t *topicState) []int32 {
 	}
 	rack := p.cfg.preferRack()
 	leader := func(i int) int32 {
-		l := t.parts[i].leaderPub.Load()
+		l := t.parts[i].leader()
 		if l < 0 && i < len(s.leaders) {
 			l = s.leaders[i]
 		}

@@ -121,9 +121,17 @@ func newProducer(cfg config) (*Producer, error) {
 	}
 	invalidSeen := make(map[string]bool) // log each broker bug once
 	var invalidMu sync.Mutex
+	var onLimit func(string, int32, int, int, inflight.Cause)
+	if len(cfg.hooks.window) > 0 {
+		// Called on the sender goroutine only, once p.s is set.
+		onLimit = func(topic string, partition int32, old, new int, why inflight.Cause) {
+			p.s.limitChanged(topic, partition, old, new, why)
+		}
+	}
 	lim, err := inflight.New(inflight.Config{
 		MaxRequestsPerConn: cfg.maxInFlightPerConn,
 		MaxWindow:          cfg.windowCap,
+		OnLimitChange:      onLimit,
 		OnInvalidWindow: func(topic string, partition int32, value int32) {
 			key := fmt.Sprintf("%s/%d/%d", topic, partition, value)
 			invalidMu.Lock()

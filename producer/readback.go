@@ -278,11 +278,11 @@ func (s *sender) startScan(j *settleJob, fence int64) {
 	j.fence, j.scanning = fence, true
 	ps := j.b.part
 	q := &scanQuery{
-		topic: ps.topic.name, topicID: j.b.topicID, partition: ps.id, leaderEpoch: ps.leaderEpoch,
+		topic: ps.topic.name, topicID: j.b.topicID, partition: ps.id, leaderEpoch: ps.leaderEpoch(),
 		addrs: s.controlAddrs(), id: j.id, from: j.from, fence: fence, maxBytes: s.cfg.readbackMaxBytes,
 		seqOnly: s.cfg.regress.on(readbackSeqOnly), cfg: s.dialConfig(), timeout: s.cfg.requestTimeout,
 	}
-	if n := s.nodes[ps.leader]; ps.leader >= 0 && n != nil {
+	if n := s.nodes[ps.leader()]; ps.leader() >= 0 && n != nil {
 		q.addr = n.addr
 	}
 	ctx, cancel := context.WithDeadline(s.ctx, j.deadline)

@@ -79,7 +79,6 @@ func (s *sender) handleProduce(sr *sentRequest) {
 			continue
 		}
 		s.p.limiter.Complete(sr.ir.Tickets[i], out)
-		s.cfg.hooks.windowChanged(s, b.part, WindowLearned)
 		cause := kerr.ErrorForCode(rp.ErrorCode)
 		if rp.ErrorMessage != "" {
 			cause = &brokerError{err: cause, msg: rp.ErrorMessage}

@@ -95,6 +95,13 @@ type sender struct {
 
 	expireAt time.Time    // earliest delivery timeout expire's last walk of the partitions found (zero: none)
 	settling []*settleJob // batches of unknown fate waiting for read-back (readback.go)
+
+	// Limit changes wait here while Producer.mu is held (limitChanged).
+	holdWindows bool
+	heldWindows []limitChange
+	// resetWhy is the cause a Limiter.Reset reports: WindowIdle but
+	// around a transactional epoch bump's resets (txnDriver.identity).
+	resetWhy WindowCause
 }
 
 // senderProbe counts the sender's work, for the tests that assert what a
@@ -207,7 +214,7 @@ func (s *sender) freeRequest(sr *sentRequest) {
 }
 
 func newSender(p *Producer) *sender {
-	s := &sender{p: p, cfg: &p.cfg, matrix: p.cfg.regress.judgeMatrix(), pid: -1, epoch: -1, nodes: make(map[int32]*nodeState), base: time.Now(), probe: p.cfg.probe}
+	s := &sender{p: p, cfg: &p.cfg, resetWhy: WindowIdle, matrix: p.cfg.regress.judgeMatrix(), pid: -1, epoch: -1, nodes: make(map[int32]*nodeState), base: time.Now(), probe: p.cfg.probe}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.idPub.Store(-1)
 	if p.cfg.transactionalID != "" {
@@ -459,14 +466,13 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 			// producer.id.expiration.ms (a day) and costs one round trip
 			// per burst after a pause that long.
 			s.p.limiter.Reset(ps.admission)
-			s.cfg.hooks.windowChanged(s, ps, WindowIdle)
 			ps.lastAck = time.Time{}
 		}
-		if ps.leader < 0 {
+		if ps.leader() < 0 {
 			s.metaWanted.Store(true) // new metadata brings a rescan
 			continue
 		}
-		n := s.nodes[ps.leader]
+		n := s.nodes[ps.leader()]
 		if n == nil || n.addr == "" {
 			s.metaWanted.Store(true)
 			continue
@@ -542,7 +548,7 @@ func (s *sender) lingeredKeptOpen(ps *partitionState, deadline, now time.Time, n
 		// loop starts it, or waits out its backoff), since an answer
 		// that came while the partition held nothing asked for none.
 		ps.lingerHeld = true
-		if ps.leader < 0 {
+		if ps.leader() < 0 {
 			s.metaWanted.Store(true)
 		}
 		return true
@@ -637,11 +643,8 @@ func (s *sender) sendToNode(n *nodeState, now time.Time) {
 			for cands[j].admission != t.Partition {
 				j++
 			}
-			b := s.takeBatch(cands[j])
-			if b.ord != t.Pos() {
-				panic("producer: takeBatch sent another batch than nextPos reserved")
-			}
-			sr.batches = append(sr.batches, b)
+			// The batch nextPos named: its position is the ticket's.
+			sr.batches = append(sr.batches, s.takeBatch(cands[j]))
 		}
 		s.issue(sr)
 		s.reqs.Add(1)
@@ -727,23 +730,18 @@ func (s *sender) park(ps *partitionState) {
 // leader, nothing waiting for retry, and room in the limiter, window
 // included.
 func (s *sender) canSendNow(ps *partitionState) bool {
-	return ps.leader >= 0 && len(ps.retry) == 0 && !s.needBump && s.p.limiter.MayReserve(ps.admission, ps.nextOrd)
+	return ps.leader() >= 0 && len(ps.retry) == 0 && !s.needBump && s.p.limiter.MayReserve(ps.admission, ps.nextOrd)
 }
 
 // room is how many more batches of ps the limiter would admit now: 1 while
-// the first-batch gate is armed, else the window less what is in flight.
+// the first-batch gate is armed, else the window, less what is in flight
+// (inflight.Limiter.Room; the limiter owns the count and the state).
 func (s *sender) room(ps *partitionState) int {
-	limit := s.p.limiter.Limit(ps.admission)
-	if s.p.limiter.Gated(ps.admission) {
-		limit = 1
-	}
-	return limit - len(ps.inflight)
+	return s.p.limiter.Room(ps.admission)
 }
 
-// anyInflight reports whether any batch is in flight. ps.inflight is the
-// sender's one count of a partition's batches in flight (room and the
-// epoch bump derive from it); the limiter keeps its own tickets for
-// admission, which the sender does not read back.
+// anyInflight reports whether any batch is in flight: whether any
+// partition's list of batches sent (ps.inflight) is not empty.
 func (s *sender) anyInflight() bool {
 	for _, ps := range s.active {
 		if len(ps.inflight) > 0 {
@@ -900,10 +898,10 @@ func (s *sender) holdLingered() {
 // stalled connection, or requests that never leave the node's count) must
 // not hold the batch until delivery.timeout.ms.
 func (s *sender) heldByNode(ps *partitionState, deadline, now time.Time, next *time.Time) bool {
-	if ps.leader < 0 {
+	if ps.leader() < 0 {
 		return false
 	}
-	n := s.nodes[ps.leader]
+	n := s.nodes[ps.leader()]
 	if n == nil || !n.hold {
 		return false
 	}

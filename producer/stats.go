@@ -119,7 +119,7 @@ func (p *Producer) Stats() Stats {
 			st.Partitions = append(st.Partitions, PartitionStats{
 				Topic:          t.name,
 				Partition:      ps.id,
-				Leader:         ps.leaderPub.Load(),
+				Leader:         ps.leader(),
 				Limit:          p.limiter.Limit(ps.admission),
 				InFlight:       p.limiter.InFlight(ps.admission),
 				Gated:          p.limiter.Gated(ps.admission),

@@ -24,7 +24,12 @@ func (s *sender) topicRecreatedLocked(t *topicState, count int32) {
 	t.recreated++
 	sent := false
 	for _, ps := range t.parts {
-		ps.leaderEpoch, ps.pendingEpoch = -1, -1
+		// A new log: as a move to another leader, the epoch forgotten.
+		ps.pendingEpoch = -1
+		if l := ps.leader(); l >= 0 {
+			s.p.limiter.SetLeader(ps.admission, -1, -1)
+			s.p.limiter.SetLeader(ps.admission, l, -1)
+		}
 		s.p.limiter.Reset(ps.admission)
 		sent = sent || ps.nextSeq > 0
 	}
@@ -65,10 +70,8 @@ func (s *sender) dropPartitionLocked(ps *partitionState, err error) {
 		s.failBatch(b, err, false)
 	}
 	ps.hasPending = false
-	ps.leader = -1
-	ps.leaderPub.Store(-1)
-	s.p.leadersGen.Add(1)
 	s.p.limiter.SetLeader(ps.admission, -1, -1)
+	s.p.leadersGen.Add(1)
 }
 
 // hintCurrent reports whether a KIP-951 leader hint in the answer to b's
@@ -96,7 +99,7 @@ func (s *sender) hintCurrent(b *batch) bool {
 // a hint too.
 func (s *sender) leaderHint(b *batch, leader, epoch int32) {
 	ps := b.part
-	if leader < 0 || epoch <= ps.leaderEpoch || !s.hintCurrent(b) || !s.reachable(leader) && !s.cfg.regress.on(hintUnreachable) {
+	if leader < 0 || epoch <= ps.leaderEpoch() || !s.hintCurrent(b) || !s.reachable(leader) && !s.cfg.regress.on(hintUnreachable) {
 		return
 	}
 	s.updateLeader(ps, leader, epoch)

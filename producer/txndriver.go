@@ -477,14 +477,14 @@ func (d *txnDriver) identity(fromInit bool, rearm bool) {
 	p.mu.Unlock()
 	if fromInit {
 		p.limiter.ResetAll()
-		s.cfg.hooks.windowsChanged(s, -1, WindowBump)
 	}
+	s.resetWhy = WindowBump
 	for _, ps := range rearmed {
 		// The gate's first batch goes alone; its answer brings the
 		// window again (KIP-1269 announces it in every answer).
 		p.limiter.Reset(ps.admission)
-		s.cfg.hooks.windowChanged(s, ps, WindowBump)
 	}
+	s.resetWhy = WindowIdle
 	s.rescan = true
 }
 
@@ -495,7 +495,7 @@ func (d *txnDriver) rearmGate(ps *partitionState) bool {
 	if d.s.cfg.regress.on(txnGateNeverRearmed) {
 		return false
 	}
-	n := d.s.nodes[ps.leader]
+	n := d.s.nodes[ps.leader()]
 	if n == nil || n.conn == nil {
 		return true
 	}
