@@ -51,6 +51,12 @@ cat "$tmp/quickstart.out"
 grep -q '^produced 1000 records to quickstart idempotently' "$tmp/quickstart.out" || fail "quickstart: no summary"
 grep -Eq '^partition 0: [0-9]+ records, offsets 0\.\.[0-9]+, learned window 20,' "$tmp/quickstart.out" || fail "quickstart: no offsets"
 
+echo "== go run ./examples/eos (exactly-once consume-transform-produce, embedded broker)"
+go run ./examples/eos -records 2000 >"$tmp/eos.out" 2>"$tmp/eos.err" || fail "eos exited $?"
+tail -n 2 "$tmp/eos.out"
+grep -q '^committed transaction 1: ' "$tmp/eos.out" || fail "eos: no committed transaction"
+grep -q '^output checked read_committed: the transform of each of the 2000 input records, once, in order$' "$tmp/eos.out" || fail "eos: output check"
+
 echo "== go run ./examples/broker --nodes 3 --rtt 50ms --topics events:6:20,logs:3, and clients pointed at it"
 go build -o "$tmp/broker" ./examples/broker
 addr_flag=()
