@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -172,4 +173,133 @@ func probeTimedOutCommit(t *testing.T, c *kafkatest.Cluster, cfg protocol.DialCo
 	}
 	t.Logf("transaction version %d: commit after the coordinator's timeout abort: %v (state %v)", tv, err, d.core.state)
 	require.NotContains(t, readCommitted(t, c, topic, 6)[0], "timed-out")
+}
+
+// TestTransactionsOnKafka runs the public transactional API against Apache
+// Kafka 4.4, formatted at transaction.version 2 and at 1, read back by an
+// independent read_committed kgo consumer: two committed transactions
+// (many records over two partitions, offsets sent with the first) are
+// read once each, in order; an aborted one is invisible and its offsets
+// are not committed; a second producer with the same transactional id
+// fences the first, whose commit fails with ErrProducerFenced and whose
+// records are never read. Without Java and Maven it skips (see
+// kafkatest.Start).
+//
+//	go test ./producer/ -run TestTransactionsOnKafka -v
+func TestTransactionsOnKafka(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tv   int
+	}{{"TV2", 2}, {"TV1", 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var opts kafkatest.Options
+			if tc.tv == 1 {
+				opts.Features = map[string]int{protocol.FeatureTransactionVersion: 1}
+			}
+			opts.BrokerConfig = map[string]string{
+				"transaction.state.log.replication.factor": "1",
+				"transaction.state.log.min.isr":            "1",
+				"offsets.topic.replication.factor":         "1",
+			}
+			c := kafkatest.Start(t, opts)
+			const topic = "txn-api"
+			c.CreateTopic(t, topic, 2, 1, nil)
+			c.CreateTopic(t, "in", 1, 1, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			newP := func(id string) *Producer {
+				p, err := New(BootstrapServers(c.DirectAddr(0)), TransactionalID(id), Linger(5*time.Millisecond),
+					MaxInFlightRequestsPerConnection(20), BatchSize(2048))
+				require.NoError(t, err)
+				t.Cleanup(func() { p.Close(context.Background()) })
+				return p
+			}
+			produce := func(p *Producer, partition int32, prefix string, n int) func() []error {
+				vals := make([]string, n)
+				for i := range vals {
+					vals[i] = fmt.Sprintf("%s-%04d", prefix, i)
+				}
+				return produceAll(p, topic, partition, vals...)
+			}
+			noErr := func(errs []error) {
+				t.Helper()
+				for _, err := range errs {
+					require.NoError(t, err)
+				}
+			}
+			p := newP("api-" + tc.name)
+			require.NoError(t, p.InitTransactions(ctx))
+			g := GroupMetadata{GroupID: "eos-api", Generation: -1}
+
+			// 1: committed, with offsets.
+			require.NoError(t, p.BeginTransaction())
+			w0, w1 := produce(p, 0, "c1", 500), produce(p, 1, "c1", 300)
+			require.NoError(t, p.SendOffsetsToTransaction(ctx, g, []TransactionOffset{{Topic: "in", Partition: 0, Offset: 42, LeaderEpoch: -1}}))
+			require.NoError(t, p.CommitTransaction(ctx))
+			noErr(w0())
+			noErr(w1())
+			// 2: aborted, with offsets.
+			require.NoError(t, p.BeginTransaction())
+			wa := produce(p, 0, "ab", 200)
+			require.NoError(t, p.SendOffsetsToTransaction(ctx, g, []TransactionOffset{{Topic: "in", Partition: 0, Offset: 99, LeaderEpoch: -1}}))
+			require.NoError(t, p.AbortTransaction(ctx))
+			wa()
+			// 3: committed right after the abort (under version 2 the
+			// first Produce may meet the abort's markers: retried).
+			require.NoError(t, p.BeginTransaction())
+			w1 = produce(p, 1, "c3", 300)
+			require.NoError(t, p.CommitTransaction(ctx))
+			noErr(w1())
+			// 4: fenced by a second producer with the same id.
+			require.NoError(t, p.BeginTransaction())
+			noErr(produce(p, 0, "zombie", 10)())
+			fresh := newP("api-" + tc.name)
+			require.NoError(t, fresh.InitTransactions(ctx))
+			require.NoError(t, fresh.BeginTransaction())
+			wf := produce(fresh, 0, "c5", 100)
+			require.NoError(t, fresh.CommitTransaction(ctx))
+			noErr(wf())
+			err := p.CommitTransaction(ctx)
+			require.ErrorIs(t, err, ErrProducerFenced)
+			t.Logf("transaction version %d: the older producer's commit: %v", tc.tv, err)
+
+			read := readCommitted(t, c, topic, 500+300+300+100)
+			want0 := append(seqVals("c1", 500), seqVals("c5", 100)...)
+			want1 := append(seqVals("c1", 300), seqVals("c3", 300)...)
+			require.Equal(t, want0, read[0], "partition 0: committed once, in order; aborted and fenced records invisible")
+			require.Equal(t, want1, read[1])
+			require.Equal(t, int64(42), stableOffsetAt(t, c, "eos-api", "in", 0), "the aborted transaction's offset is not committed")
+		})
+	}
+}
+
+func seqVals(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%04d", prefix, i)
+	}
+	return out
+}
+
+// stableOffsetAt is stableOffset at the group's coordinator, found
+// through the cluster.
+func stableOffsetAt(t *testing.T, c *kafkatest.Cluster, group, topic string, partition int32) int64 {
+	boot, err := protocol.Dial(context.Background(), c.DirectAddr(0), protocol.DialConfig{})
+	require.NoError(t, err)
+	defer boot.Close()
+	var res protocol.CoordinatorResult
+	for range 100 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		res, err = protocol.FindCoordinator(ctx, boot, protocol.CoordinatorGroup, group)
+		cancel()
+		require.NoError(t, err)
+		if res.ErrorCode == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	coord, err := protocol.Dial(context.Background(), res.Addr, protocol.DialConfig{})
+	require.NoError(t, err)
+	defer coord.Close()
+	return stableOffset(t, coord, group, topic, partition)
 }
