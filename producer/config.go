@@ -48,6 +48,7 @@ type config struct {
 	availTimeout       time.Duration // partitioner.availability.timeout.ms; 0 = off
 	clientRack         string        // client.rack
 	rackAware          bool          // partitioner.rack.aware
+	metricsPush        bool          // enable.metrics.push
 	windowCap          int
 	idleRearm          time.Duration
 	coalesce           int           // longhaul.coalesce.requests
@@ -218,6 +219,7 @@ var properties = append([]property{
 	{"partitioner.adaptive.partitioning.enable", "true", "true: records without a key go to partitions with less queued data (KIP-794)", boolSetter(func(c *config, b bool) { c.adaptive = b })},
 	availTimeoutValue.row("0", "with partitioner.adaptive.partitioning.enable: records without a key skip a partition whose sealed batches have waited this long with none sent (its broker cannot take them), while others of the topic are available (KIP-794), in ms; 0 = never"),
 	{"client.rack", "", "the rack this producer runs in, for partitioner.rack.aware (a broker's rack is its broker.rack)", func(c *config, v string) error { c.clientRack = v; return nil }},
+	{"enable.metrics.push", "true", "true: push the producer's metrics to the cluster when a client-metrics subscription asks for them (KIP-714), as org.apache.kafka.producer.* OpenTelemetry metrics on a connection of their own", boolSetter(func(c *config, b bool) { c.metricsPush = b })},
 	{"partitioner.rack.aware", "false", "true, with client.rack set: records without a key go to partitions whose leader is in client.rack when the topic has any (KIP-1123)", boolSetter(func(c *config, b bool) { c.rackAware = b })},
 	maxWindowValue.row("0", "cap on batches in flight per partition below the broker's window; 0 = the broker's window"),
 	coalesceValue.row("5", "while a broker queues our requests (its latest produce response took over twice the fastest answer on the connection), batches past linger.ms wait while this many produce requests are in flight to it, for at most that response's time, and go together in the next request once a response frees a slot; 0 = never"),

@@ -134,6 +134,9 @@ func (s *sender) dialed(n *nodeState, addr string, c *protocol.Conn, err error, 
 	// start shows as such (holdLingered).
 	n.rtMin, n.rtLast = c.HandshakeRTT(), 0
 	n.connected.Store(true)
+	if s.p.tel != nil && protocol.HasTelemetry(c) {
+		s.p.tel.offered(n.addr) // a broker that takes client metrics
+	}
 	if !renewal {
 		// A new connection may reach a broker that lost our state: every
 		// partition it leads starts again at 5 with the first-batch gate.

@@ -214,6 +214,7 @@ var propertyOnly = map[string]string{
 	"security.protocol":                        "`Property`, or `TLS`/`SASL`",
 	"sasl.mechanism":                           "`Property`, or `SASL`",
 	"sasl.jaas.config":                         "`Property`, or `SASL`",
+	"enable.metrics.push":                      "`Property`",
 }
 
 func optionName(fn any) string {

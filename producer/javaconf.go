@@ -71,7 +71,6 @@ var ignoredProperties = map[string]ignoredProperty{
 	"metrics.recording.level":                harmless(whyMetrics),
 	"metric.reporters":                       harmless(whyMetrics),
 	"auto.include.jmx.reporter":              harmless(whyMetrics),
-	"enable.metrics.push":                    harmless("client metrics push (KIP-714) is not implemented; it only reports to the broker"),
 
 	// SslConfigs.
 	"ssl.protocol":                     harmless("ssl.enabled.protocols decides the TLS versions, as in Java"),

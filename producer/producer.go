@@ -30,6 +30,7 @@ type Producer struct {
 	sealedIn   []*partitionState // partitions with sealed batches for the sender (ps.sealed)
 	closed     bool
 	closing    atomic.Bool   // closed, readable without mu
+	tel        *telemetry    // client metrics push; nil with enable.metrics.push=false
 	leadersGen atomic.Uint64 // moves when a partition's leader or a broker's rack changes (stickyAmong)
 	closeDone  chan struct{} // closed when the first Close returns
 	nodes      map[int32]*nodeState
@@ -156,6 +157,11 @@ func newProducer(cfg config) (*Producer, error) {
 		p.txn = &txnMirror{}
 	}
 	p.s = newSender(p)
+	if cfg.metricsPush {
+		p.tel = newTelemetry(p)
+		p.cfg.hooks.add(p.tel)
+		go p.tel.run()
+	}
 	go p.cbs.run()
 	go p.s.run()
 	return p, nil
@@ -339,6 +345,10 @@ func (p *Producer) Flush(ctx context.Context) error {
 // been sent), closes the connections and ends the producer's goroutines.
 // Every record's callback has run when Close returns. It returns nil when
 // everything was delivered before ctx ended, else an error wrapping ctx's.
+// When the producer pushes client metrics (enable.metrics.push, a cluster
+// that subscribed to them), Close then sends the terminating push with the
+// final figures and waits for its answer at most request.timeout.ms, and
+// not past ctx.
 //
 // Close may be called more than once and from several goroutines: a later
 // call waits until the first has finished and returns nil, or returns
@@ -378,6 +388,9 @@ func (p *Producer) Close(ctx context.Context) error {
 	p.wakeSender()
 	<-p.senderDone
 	p.cbs.close()
+	if p.tel != nil {
+		p.tel.close(ctx) // the terminating push, with the final figures
+	}
 	close(p.closeDone)
 	if err != nil {
 		return fmt.Errorf("producer: close: undelivered records failed: %w", err)

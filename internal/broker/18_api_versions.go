@@ -89,6 +89,9 @@ var kafka24MaxVersions = map[int16]int16{
 // registered one; -1 for a key n's release does not have. c.mu must be
 // held.
 func (n *node) maxVersion(key, max int16) int16 {
+	if (key == keyGetTelemetrySubscriptions || key == keyPushTelemetry) && n.c.telemetry.cfg == nil {
+		return -1 // no metrics reporter receives client metrics (SetTelemetry)
+	}
 	if v, ok := n.produceCap(); ok {
 		switch {
 		case key == 0:

@@ -62,6 +62,8 @@ type Cluster struct {
 	timedOutCommit  int16                     // SetTimedOutCommitError: 0 is INVALID_TXN_STATE
 	txnStats        TxnStats                  // TxnStats
 	txnFaults       txnFaults                 // LoseMarkers, FailOverBetweenMarkers
+
+	telemetry telemetryState // client metrics push (71_72_telemetry.go)
 }
 
 // node is one broker process serving a node id: a listener and its

@@ -83,7 +83,7 @@ func TestMetadataVerdictsOnKafka(t *testing.T) {
 		}
 	})
 	t.Run("PolicyRefusedAutoCreation", func(t *testing.T) {
-		classes := buildPolicy(t)
+		classes := buildJava(t, filepath.Join("testdata", "policy", "kafkatest", "RefusePrefixPolicy.java"))
 		policyLog := filepath.Join(t.TempDir(), "policy.log")
 		pc := Start(t, Options{
 			BrokerConfig: map[string]string{
@@ -133,10 +133,10 @@ func TestMetadataVerdictsOnKafka(t *testing.T) {
 	})
 }
 
-// buildPolicy compiles testdata/policy against the Kafka jars into a class
-// directory for [Options.Classpath]. Without javac it skips, or fails
-// with LONGHAUL_REQUIRE_KAFKA=1.
-func buildPolicy(t *testing.T) string {
+// buildJava compiles the Java source src (under testdata) against the
+// Kafka jars into a class directory for [Options.Classpath]. Without
+// javac it skips, or fails with LONGHAUL_REQUIRE_KAFKA=1.
+func buildJava(t *testing.T, src string) string {
 	t.Helper()
 	if _, err := exec.LookPath("javac"); err != nil {
 		if !required() {
@@ -150,12 +150,11 @@ func buildPolicy(t *testing.T) string {
 	if err != nil {
 		t.Fatalf("kafkatest: %v", err)
 	}
-	src := filepath.Join("testdata", "policy", "kafkatest", "RefusePrefixPolicy.java")
 	classes := t.TempDir()
 	out, err := exec.CommandContext(ctx, "javac", "--release", "17", "-nowarn", "-encoding", "UTF-8",
 		"-cp", filepath.Join(libs, "*"), "-d", classes, src).CombinedOutput()
 	if err != nil {
-		t.Fatalf("javac of the policy: %v\n%s", err, out)
+		t.Fatalf("javac of %s: %v\n%s", src, err, out)
 	}
 	return classes
 }
