@@ -131,8 +131,7 @@ func (c completion) run(t *doneTally) {
 // release gives back c's buffer.memory now, once its callbacks ran (the
 // negative control leaves it to the end of the pass, settle).
 func (c completion) release(t *doneTally) {
-	if c.p.cfg.regress.on(releasePerPass) {
-		t.memory += c.memory
+	if t.held.hold(c.p, c.memory) {
 		return
 	}
 	c.p.mem.Release(c.memory)
@@ -145,8 +144,10 @@ func (c completion) release(t *doneTally) {
 // costs it a cache-line transfer. Flush waiters are released at the end of
 // the pass, after every callback of it ran.
 type doneTally struct {
-	gens   []genCount // in the order seen; a generation may repeat
-	memory int64      // buffer.memory left to release (only the negative control's releasePerPass)
+	gens []genCount // in the order seen; a generation may repeat
+	// held is the negative control's buffer.memory left to the end of
+	// the pass (releasePerPass); empty in the default build.
+	held passMemory
 }
 
 func (t *doneTally) add(gen uint64, n int64) {
@@ -167,10 +168,7 @@ func (t *doneTally) addRecords(recs []pendingRecord) {
 
 // settle counts what t holds as called back and empties it.
 func (t *doneTally) settle(p *Producer) {
-	if p.cfg.regress.on(releasePerPass) {
-		p.mem.Release(t.memory)
-		t.memory = 0
-	}
+	t.held.release(p)
 	if len(t.gens) == 0 {
 		return
 	}

@@ -50,7 +50,7 @@ var scanSeeds = []struct {
 }{
 	{15697, func(r *regressions) { r.setJudge(oooProvesUnwrittenMatrix()) }},
 	{28603, func(r *regressions) { r.setJudge(oooProvesUnwrittenMatrix()) }},
-	{48664, func(r *regressions) { r.set(splitMaybeWritten) }},
+	{48664, func(r *regressions) { r.setJudge(splitMaybeWrittenMatrix()) }},
 	{17356, func(r *regressions) { r.set(renewalResets) }},
 	{23281, func(r *regressions) { r.set(renewalResets) }},
 	{40789, func(r *regressions) { r.set(renewalResets) }},
@@ -74,7 +74,7 @@ var chaosBugs = map[string]func(*regressions){
 	"regressForceKeepsFree": func(r *regressions) { r.set(memForceKeepsFree) },
 	"waitingNoExtra":        func(r *regressions) { r.set(waitingNoExtra) },
 	"oooProvesUnwritten":    func(r *regressions) { r.setJudge(oooProvesUnwrittenMatrix()) },
-	"splitMaybeWritten":     func(r *regressions) { r.set(splitMaybeWritten) },
+	"splitMaybeWritten":     func(r *regressions) { r.setJudge(splitMaybeWrittenMatrix()) },
 	"renewalResets":         func(r *regressions) { r.set(renewalResets) },
 	"oldTopicHints":         func(r *regressions) { r.set(oldTopicHints) },
 	"recreateKeepsEpoch":    func(r *regressions) { r.set(recreateKeepsEpoch) },

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/longhaul-kafka/longhaul/producer/internal/judge"
 	"github.com/longhaul-kafka/longhaul/protocol"
 )
 
@@ -572,7 +573,8 @@ func (s *sender) renumber() {
 	for _, t := range s.p.topics {
 		for _, ps := range t.parts {
 			for i := 0; i < len(ps.retry); {
-				if b := ps.retry[i]; b.ord < max(ps.ackedUpTo, ps.doubtUpTo) && !s.cfg.regress.on(orderLostLeadingOnly) {
+				b := ps.retry[i]
+				if s.matrix.OrderLost(judge.OrderFacts{AtBump: true, LaterAcked: b.ord < ps.ackedUpTo, LaterInDoubt: b.ord < ps.doubtUpTo, MaybeWritten: b.maybeWritten}) {
 					s.failBatch(b, fmt.Errorf("%w (last error: %w)", ErrOrderLost, b.lastErr), b.maybeWritten)
 					continue
 				}

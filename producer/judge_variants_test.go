@@ -54,6 +54,14 @@ func orderLostLeadingOnlyMatrix() *judge.Matrix {
 	return &m
 }
 
+// splitMaybeWrittenMatrix splits a batch waiting to be split even after a
+// later attempt of it, sent whole, may have been written.
+func splitMaybeWrittenMatrix() *judge.Matrix {
+	m := judge.Production
+	m.KeepSplit = func(f judge.Facts, _ judge.Verdict) bool { return f.SplitPending }
+	return &m
+}
+
 // TestJudgeVariantsDiffer: each variant changes judge's answer exactly
 // where its bug was, so the tests that pass it to the sender exercise the
 // bug and not the production rule.
@@ -74,6 +82,8 @@ func TestJudgeVariantsDiffer(t *testing.T) {
 			judge.Verdict{Act: judge.ActRetry, MaybeWritten: true, RefreshMetadata: true}, judge.Verdict{Act: judge.ActRetry, RefreshMetadata: true}},
 		{"no order lost at a batch's own answer", orderLostLeadingOnlyMatrix(), kerr.NotEnoughReplicas.Code, afterAck,
 			judge.Verdict{Act: judge.ActOrderLost}, judge.Verdict{Act: judge.ActRetry}},
+		{"a maybe-written batch waiting to be split is split", splitMaybeWrittenMatrix(), judge.CodeLost, judge.Facts{SplitPending: true, Records: 3},
+			judge.Verdict{Act: judge.ActRetry, MaybeWritten: true}, judge.Verdict{Act: judge.ActRetry, MaybeWritten: true, KeepSplit: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.prod, judge.Production.Judge(tc.code, tc.f))
@@ -89,4 +99,11 @@ func TestJudgeVariantsDiffer(t *testing.T) {
 	assert.True(t, orderLostLeadingOnlyMatrix().OrderLost(behind))
 	assert.False(t, judge.Production.OrderLost(judge.OrderFacts{LaterAcked: true, MaybeWritten: true, AtAck: true, Leading: true}), "a batch that may be in the log is resolved, not lost")
 	assert.False(t, judge.Production.OrderLost(judge.OrderFacts{AtAck: true, Leading: true}), "a batch after the acked one")
+	// At a bump, production fails a waiting batch older than an acked or
+	// in-doubt one; the variant none.
+	for _, f := range []judge.OrderFacts{{AtBump: true, LaterAcked: true}, {AtBump: true, LaterInDoubt: true, MaybeWritten: true}} {
+		assert.True(t, judge.Production.OrderLost(f), "%+v", f)
+		assert.False(t, orderLostLeadingOnlyMatrix().OrderLost(f), "%+v", f)
+	}
+	assert.False(t, judge.Production.OrderLost(judge.OrderFacts{AtBump: true}), "nothing later acked or in doubt")
 }

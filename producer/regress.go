@@ -12,28 +12,24 @@ package producer
 type knob uint8
 
 const (
-	orderLostLeadingOnly knob = iota // only leading unwritten retries fail as ErrOrderLost
-	resolveOldestRetry               // during a bump, resend the oldest retry whatever it is
-	bumpOnOldBrokers                 // ask brokers without KIP-360 for an epoch bump
-	callbacksUnordered               // callbacks released as batches complete
-	flushWaitsAll                    // Flush waits for everything, also later records
-	metadataUnchecked                // partition lists used without checkPartitions
-	noSessionRenewal                 // connections used until the broker ends their SASL session (no KIP-368 renewal)
-	noControlRenewal                 // only the control connection is not renewed
-	recordBytesOnly                  // buffer.memory counts record bytes, not buffer capacity
-	pollIdleTopics                   // topics are asked for in metadata however long idle
-	noCloseCheck                     // a connection the broker closed is noticed only when a send fails
-	keepHeldMark                     // a new open batch inherits the held-linger mark of a withdrawn one
-	stickyLeftover                   // the record that did not fit opens a batch on the old sticky partition, then it moves
-	stickyStartAlone                 // a record starting a batch on a due sticky partition is placed there alone, then it moves
-	holdUnbounded                    // a held batch waits for a response however long
-	releasePerPass                   // buffer.memory of completions released at the end of the callback goroutine's pass
-	// A batch waiting to be split is split even after a later attempt of
-	// it, sent whole, may have been written.
-	splitMaybeWritten
-	renewalResets      // a connection replacing one drained for its SASL renewal resets windows and gates
-	oldTopicHints      // KIP-951 hints in answers about a deleted topic's batches applied to the re-created one
-	recreateKeepsEpoch // a re-created topic keeps the epoch, its partitions continuing their sequences
+	resolveOldestRetry knob = iota // during a bump, resend the oldest retry whatever it is
+	bumpOnOldBrokers               // ask brokers without KIP-360 for an epoch bump
+	callbacksUnordered             // callbacks released as batches complete
+	flushWaitsAll                  // Flush waits for everything, also later records
+	metadataUnchecked              // partition lists used without checkPartitions
+	noSessionRenewal               // connections used until the broker ends their SASL session (no KIP-368 renewal)
+	noControlRenewal               // only the control connection is not renewed
+	recordBytesOnly                // buffer.memory counts record bytes, not buffer capacity
+	pollIdleTopics                 // topics are asked for in metadata however long idle
+	noCloseCheck                   // a connection the broker closed is noticed only when a send fails
+	keepHeldMark                   // a new open batch inherits the held-linger mark of a withdrawn one
+	stickyLeftover                 // the record that did not fit opens a batch on the old sticky partition, then it moves
+	stickyStartAlone               // a record starting a batch on a due sticky partition is placed there alone, then it moves
+	holdUnbounded                  // a held batch waits for a response however long
+	releasePerPass                 // buffer.memory of completions released at the end of the callback goroutine's pass
+	renewalResets                  // a connection replacing one drained for its SASL renewal resets windows and gates
+	oldTopicHints                  // KIP-951 hints in answers about a deleted topic's batches applied to the re-created one
+	recreateKeepsEpoch             // a re-created topic keeps the epoch, its partitions continuing their sequences
 	// A node moved to another address while its connection drained for
 	// a SASL renewal: the connection dialed to the new address continues
 	// the drained one, windows and gates carried over.

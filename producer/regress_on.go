@@ -39,3 +39,24 @@ func (r regressions) judgeMatrix() *judge.Matrix {
 	}
 	return &judge.Production
 }
+
+// passMemory is the buffer.memory of completions that the negative control
+// releasePerPass leaves to the end of the callback goroutine's pass.
+type passMemory struct{ n int64 }
+
+// hold keeps n for the end of the pass under releasePerPass.
+func (m *passMemory) hold(p *Producer, n int64) bool {
+	if !p.cfg.regress.on(releasePerPass) {
+		return false
+	}
+	m.n += n
+	return true
+}
+
+// release gives back what hold kept.
+func (m *passMemory) release(p *Producer) {
+	if m.n > 0 {
+		p.mem.Release(m.n)
+		m.n = 0
+	}
+}

@@ -74,7 +74,7 @@ var regressKnobs = map[string]struct {
 	// (bad metadata and Flush are not drawn in schedules).
 	chaos bool
 }{
-	"orderLostLeadingOnly": {func(r *regressions) { r.set(orderLostLeadingOnly); r.setJudge(orderLostLeadingOnlyMatrix()) }, "TestMixedFaultExpiredStateTimeoutThenNotEnoughReplicasKeepsOrder", true},
+	"orderLostLeadingOnly": {func(r *regressions) { r.setJudge(orderLostLeadingOnlyMatrix()) }, "TestMixedFaultExpiredStateTimeoutThenNotEnoughReplicasKeepsOrder", true},
 	"resolveOldestRetry":   {func(r *regressions) { r.set(resolveOldestRetry) }, "TestMixedFaultStalledBumpDoesNotBlockOtherPartitions", true},
 	"bumpOnOldBrokers":     {func(r *regressions) { r.set(bumpOnOldBrokers) }, "TestMixedFaultPreKIP360BrokerTakesNewProducerID", true},
 	"notLeaderNotWritten":  {func(r *regressions) { r.setJudge(notLeaderNotWrittenMatrix()) }, "TestMixedFaultAppendedThenNotLeaderNotDuplicatedByBump", true},
@@ -85,7 +85,7 @@ var regressKnobs = map[string]struct {
 	// times in 60,000 schedules, so the 3,000 of TestChaosFindsEachBug
 	// would not find them.
 	"oooProvesUnwritten": {func(r *regressions) { r.setJudge(oooProvesUnwrittenMatrix()) }, "TestMixedFaultOutOfOrderPastGapFailsFateUnknown", false},
-	"splitMaybeWritten":  {func(r *regressions) { r.set(splitMaybeWritten) }, "TestMixedFaultMaybeWrittenBatchNotSplit", false},
+	"splitMaybeWritten":  {func(r *regressions) { r.setJudge(splitMaybeWrittenMatrix()) }, "TestMixedFaultMaybeWrittenBatchNotSplit", false},
 	// A broker (or proxy) bug Kafka does not have; not in the chaos
 	// vocabulary.
 	"sameIdentityTaken":    {func(r *regressions) { r.set(sameIdentityTaken) }, "TestInitProducerIDSameIdentityIsNotTaken", false},

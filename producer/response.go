@@ -137,6 +137,7 @@ func (s *sender) facts(b *batch) judge.Facts {
 		MaybeWritten: b.maybeWritten,
 		LaterAcked:   ps.ackedUpTo > b.ord+1,
 		NewestSeq:    ps.nextOrd == b.ord+1,
+		SplitPending: b.split,
 		Resolving:    s.needBump,
 		Records:      len(b.records),
 	}
@@ -173,17 +174,9 @@ func (s *sender) batchRejected(b *batch, v judge.Verdict, cause error, hint curr
 		ps.topic.limit.refusedBatch(int64(len(b.bytes)), int64(now.Sub(s.base)), s.cfg.metadataMaxAge)
 	}
 	b.maybeWritten = v.MaybeWritten
-	if b.maybeWritten && !s.cfg.regress.on(splitMaybeWritten) {
-		// A batch waiting to be split (too large) went out whole behind
-		// another retry, and that attempt may be in the log: it is never
-		// split now. Halves carry sub-ranges of its sequences, which the
-		// broker cannot match as duplicates of the written whole (a half
-		// would be refused as out of order, then failed as ErrOrderLost
-		// while its records are in the log). Sent whole, it
-		// is acked as a duplicate, or refused as too large and fails,
-		// fate unknown (judge).
-		b.split = false
-	}
+	// Never split once an attempt sent whole may be in the log
+	// (judge.KeepSplitRule).
+	b.split = v.KeepSplit
 	if v.RefreshMetadata {
 		s.leaderHint(b, hint.id, hint.epoch) // KIP-951
 		s.wantMetadata()

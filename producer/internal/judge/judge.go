@@ -106,8 +106,8 @@ func unknownCode(code int16) CodeInfo {
 	return CodeInfo{ClassFail, true}
 }
 
-// Matrix is the error matrix: the row of every code, and the two rules
-// that depend on the batch's neighbours. [Production] is the producer's; a
+// Matrix is the error matrix: the row of every code, and the rules that
+// depend on the batch's neighbours or its history. [Production] is the producer's; a
 // negative control passes the producer another, with the row or rule its
 // bug broke. The zero Matrix is not usable.
 type Matrix struct {
@@ -121,10 +121,13 @@ type Matrix struct {
 	// OrderLost reports whether a batch certainly not written must fail
 	// with ErrOrderLost rather than be written after its successors.
 	OrderLost func(f OrderFacts) bool
+	// KeepSplit reports whether a batch waiting to be split stays so,
+	// given the verdict v on this attempt ([Verdict.KeepSplit]).
+	KeepSplit func(f Facts, v Verdict) bool
 }
 
 // Production is the error matrix the producer applies.
-var Production = Matrix{Codes: produceCodes, Sequence: SequenceVerdict, OrderLost: OrderLost}
+var Production = Matrix{Codes: produceCodes, Sequence: SequenceVerdict, OrderLost: OrderLost, KeepSplit: KeepSplitRule}
 
 func (m *Matrix) lookup(code int16) CodeInfo {
 	if ci, ok := m.Codes[code]; ok {
@@ -141,6 +144,7 @@ type Facts struct {
 	LaterAcked     bool // a batch of the partition sent after it was acked
 	Resolving      bool // an epoch bump waits: only maybe-written batches are resent, refused ones skipped
 	NewestSeq      bool // no batch of the partition has a later sequence number
+	SplitPending   bool // an earlier answer found it too large: it waits to be split
 	Records        int  // records in the batch
 }
 
@@ -165,12 +169,40 @@ type OrderFacts struct {
 	// batch's own answer does; Leading then tells that no batch of the
 	// partition older than it waits for retry.
 	AtAck, Leading bool
+	// AtBump is set when the question is asked as an epoch bump renumbers
+	// the batches waiting for retry; LaterInDoubt then tells that a batch
+	// of the partition sent after it failed with its fate unknown.
+	AtBump, LaterInDoubt bool
 }
 
 // OrderLost is the production rule: a batch certainly not written while a
 // later one is in the log would reorder the partition if written now (the
 // broker had no state for us, KAFKA-15591), wherever it waits.
-func OrderLost(f OrderFacts) bool { return f.LaterAcked && !f.MaybeWritten }
+//
+// At an epoch bump the batches waiting for retry are renumbered from 0 under
+// the new epoch, as new batches the broker cannot match with an earlier
+// attempt: one sent before a batch that was acked, or that may be in the log
+// (failed with its fate unknown), would (or could) land after it, so it
+// fails, whatever its own attempts were (the bump has resolved those that
+// may be written first).
+func OrderLost(f OrderFacts) bool {
+	if f.AtBump {
+		return f.LaterAcked || f.LaterInDoubt
+	}
+	return f.LaterAcked && !f.MaybeWritten
+}
+
+// KeepSplitRule is the production rule for [Verdict.KeepSplit]: a batch
+// waiting to be split stays so unless this attempt, sent whole behind
+// another retry, may be in the log. Halves
+// carry sub-ranges of its sequences, which the broker cannot match as
+// duplicates of the written whole (a half would be refused as out of order,
+// then failed as ErrOrderLost while its records are in the log); sent whole
+// again, it is acked as a duplicate, or refused as too large and fails,
+// fate unknown.
+func KeepSplitRule(f Facts, v Verdict) bool {
+	return f.SplitPending && !v.MaybeWritten
+}
 
 // Verdict is the matrix's answer for a batch.
 type Verdict struct {
@@ -194,6 +226,10 @@ type Verdict struct {
 	// RefreshMetadata asks for new metadata (the leader moved or the topic
 	// changed).
 	RefreshMetadata bool
+	// KeepSplit tells that a batch waiting to be split ([Facts.SplitPending])
+	// still is ([Matrix.KeepSplit]); [ActSplit] asks for a split anew. Not
+	// set on an acknowledgement.
+	KeepSplit bool
 }
 
 // Judge decides what one error code (a broker's, or [CodeUnsent] or
@@ -238,6 +274,7 @@ func (m *Matrix) Judge(code int16, f Facts) Verdict {
 			v.Rewind = true
 		}
 	}
+	v.KeepSplit = m.KeepSplit(f, v)
 	return v
 }
 

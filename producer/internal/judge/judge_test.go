@@ -160,3 +160,29 @@ func TestJudgeUsesTheMatrixRules(t *testing.T) {
 	require.Equal(t, Verdict{Act: ActOrderLost}, m.Judge(kerr.OutOfOrderSequenceNumber.Code, f), "the sequence rule's split, then order lost")
 	require.Equal(t, Verdict{Act: ActAck}, m.Judge(0, f), "an acknowledgement is never order lost")
 }
+
+// TestOrderLostAtBump: as a bump renumbers the batches waiting for retry,
+// one older than a batch acknowledged or in doubt fails, whether or not an
+// attempt of it may be in the log; one with neither later does not.
+func TestOrderLostAtBump(t *testing.T) {
+	for _, maybe := range []bool{false, true} {
+		require.True(t, Production.OrderLost(OrderFacts{AtBump: true, LaterAcked: true, MaybeWritten: maybe}))
+		require.True(t, Production.OrderLost(OrderFacts{AtBump: true, LaterInDoubt: true, MaybeWritten: maybe}))
+		require.False(t, Production.OrderLost(OrderFacts{AtBump: true, MaybeWritten: maybe}))
+	}
+	require.False(t, Production.OrderLost(OrderFacts{LaterInDoubt: true}), "in doubt counts at a bump only")
+}
+
+// TestKeepSplit: a batch waiting to be split stays so after an attempt
+// certainly not written, and not after one that may be in the log; a
+// batch not waiting is never marked, and a split verdict is asked anew.
+func TestKeepSplit(t *testing.T) {
+	waiting := Facts{SplitPending: true, Records: 3}
+	require.True(t, Production.Judge(kerr.NotEnoughReplicas.Code, waiting).KeepSplit, "not written")
+	require.False(t, Production.Judge(CodeLost, waiting).KeepSplit, "may be in the log")
+	require.False(t, Production.Judge(0, waiting).KeepSplit, "acknowledged")
+	require.False(t, Production.Judge(kerr.NotEnoughReplicas.Code, Facts{Records: 3}).KeepSplit, "not waiting")
+	v := Production.Judge(kerr.MessageTooLarge.Code, Facts{NewestSeq: true, Records: 3})
+	require.Equal(t, ActSplit, v.Act)
+	require.False(t, v.KeepSplit)
+}
