@@ -57,6 +57,9 @@ func TestBufferedWhileBrokerHeld(t *testing.T) {
 		log := &requestLog{}
 		p := memProducer(t, c, n, BatchSize(1024), RequestTimeout(10*time.Second), DeliveryTimeout(time.Minute), Hooks(log))
 		require.NoError(t, p.ProduceSync(context.Background(), &Record{Topic: "t", Value: []byte("warm")}).FirstErr())
+		// The callback goroutine releases a batch after its callbacks
+		// return, a moment after ProduceSync learns the outcome.
+		synctest.Wait()
 		assert.Zero(t, p.Stats().BufferedBytes)
 		assert.Zero(t, p.Stats().BufferedRecords)
 		_, warmBytes, warmSent := log.snapshot()
@@ -81,6 +84,7 @@ func TestBufferedWhileBrokerHeld(t *testing.T) {
 		assert.GreaterOrEqual(t, st.BufferedBytes, int64(sentBytes-warmBytes))
 
 		wg.Wait()
+		synctest.Wait() // the callbacks have returned and their batches are released
 		st = p.Stats()
 		assert.Zero(t, st.BufferedRecords)
 		assert.Zero(t, st.BufferedBytes)

@@ -72,7 +72,8 @@ type Stats struct {
 	// and not yet called back (open, queued, in flight or waiting for a
 	// retry), counted as their batches' buffers, as buffer.memory counts
 	// them. BufferedRecords is how many records that is. Both are 0 once
-	// every callback has run.
+	// every callback has returned: a batch is released after its records'
+	// callbacks return, so a moment after its last callback is called.
 	BufferedBytes   int64
 	BufferedRecords int64
 	// Readback counts the records of unknown fate that read-back
