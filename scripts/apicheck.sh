@@ -24,6 +24,10 @@ bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 GOBIN="$bin" go install "$APIDIFF"
 apidiff="$bin/apidiff"
+# Export data records source positions: -trimpath keeps them free of this
+# checkout's and the module cache's locations, so a baseline written on one
+# machine is byte-identical to one written on another.
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath"
 
 status=0
 for pkg in "${PACKAGES[@]}"; do
