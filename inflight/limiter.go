@@ -301,6 +301,16 @@ func (l *Limiter) Gated(p *Partition) bool {
 	return p.state.gated()
 }
 
+// Snapshot returns p's limit, its tickets in flight and its admission
+// state read together, under one lock: the three agree with each other,
+// as three separate calls need not.
+func (l *Limiter) Snapshot(p *Partition) (limit, inFlight int, state State) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sync(p)
+	return l.limit(p), len(p.out), p.state
+}
+
 // State returns p's admission state.
 func (l *Limiter) State(p *Partition) State {
 	l.mu.Lock()

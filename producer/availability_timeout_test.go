@@ -28,7 +28,7 @@ func stuckNodeRun(t *testing.T, parts int32, opts ...Opt) (late, all int) {
 		require.NoError(t, p.ProduceSync(ctx, &Record{Topic: "a", Value: []byte("warm")}).FirstErr())
 		start := time.Now()
 		value := make([]byte, 100)
-		stuck := false
+		stuck, primed := false, false
 		for i := range 6000 {
 			if i%10 == 0 {
 				time.Sleep(time.Millisecond)
@@ -37,6 +37,20 @@ func stuckNodeRun(t *testing.T, parts int32, opts ...Opt) (late, all int) {
 			if !stuck && since >= 100*time.Millisecond {
 				c.SetRTT(1, time.Hour)
 				stuck = true
+			}
+			if !primed && since >= 120*time.Millisecond {
+				// By now node 1's connection has its 2 requests stuck, so
+				// what is queued there stays queued: one record on each of
+				// its partitions gives each a queue that waits from now on.
+				// A partition with nothing queued shows nothing and may
+				// still be picked, and with 32 partitions the 8 sampled
+				// ones need not have been picked since the stall.
+				primed = true
+				for part := int32(1); part < parts; part += 2 {
+					r := &Record{Topic: "a", Value: value}
+					r.SetPartition(part)
+					p.Produce(ctx, r, func(_ *Record, err error) { assert.NoError(t, err) })
+				}
 			}
 			r := &Record{Topic: "a", Value: value}
 			p.Produce(ctx, r, func(_ *Record, err error) { assert.NoError(t, err) })

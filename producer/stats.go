@@ -18,9 +18,14 @@ type PartitionStats struct {
 	// from a ProduceResponse, then the broker's window (KIP-1269), either
 	// capped by longhaul.max.window; 1 on a Kafka 0.11 leader (Produce v3),
 	// which retains only the last batch.
-	Limit          int
-	InFlight       int   // batches in flight now
-	Gated          bool  // at most one batch in flight until one is acked
+	Limit    int
+	InFlight int  // batches in flight now
+	Gated    bool // at most one batch in flight until one is acked
+	// Draining: the batches in flight were sent before the partition was
+	// reset (a new leader, connection or epoch), and no batch is sent
+	// until they are answered; InFlight counts them, Gated may already
+	// be set for what follows.
+	Draining       bool
 	BatchesSent    int64 // batches sent, retries included
 	BatchesRetried int64 // batches sent again after a failure
 }
@@ -117,13 +122,15 @@ func (p *Producer) Stats() Stats {
 	}
 	for _, t := range p.topics {
 		for _, ps := range t.parts {
+			limit, inFlight, state := p.limiter.Snapshot(ps.admission)
 			st.Partitions = append(st.Partitions, PartitionStats{
 				Topic:          t.name,
 				Partition:      ps.id,
 				Leader:         ps.leader(),
-				Limit:          p.limiter.Limit(ps.admission),
-				InFlight:       p.limiter.InFlight(ps.admission),
-				Gated:          p.limiter.Gated(ps.admission),
+				Limit:          limit,
+				InFlight:       inFlight,
+				Gated:          state == inflight.Gated || state == inflight.DrainingGated,
+				Draining:       state == inflight.Draining || state == inflight.DrainingGated,
 				BatchesSent:    ps.sent.Load(),
 				BatchesRetried: ps.retried.Load(),
 			})
