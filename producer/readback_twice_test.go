@@ -29,13 +29,15 @@ func TestReadbackSettlesWrittenTwice(t *testing.T) {
 		l.produce(p, 0, 1, 100) // B
 		// The first attempt is appended and answered with an error; the
 		// broker then forgets the producer, so the retry is appended again.
-		for c.PendingAnswers("t", 0) == 2 {
-			time.Sleep(time.Millisecond)
+		waitAnswers := func(left int) {
+			t.Helper()
+			for deadline := time.Now().Add(time.Minute); c.PendingAnswers("t", 0) > left; time.Sleep(time.Millisecond) {
+				require.True(t, time.Now().Before(deadline), "attempt %d of B never reached the broker", 2-left)
+			}
 		}
+		waitAnswers(1)
 		c.ExpireProducerIDs()
-		for c.PendingAnswers("t", 0) == 1 {
-			time.Sleep(time.Millisecond)
-		}
+		waitAnswers(0)
 		c.InjectError("t", 0, kerr.RequestTimedOut.Code, 100000)
 		time.Sleep(p.cfg.deliveryTimeout + time.Second)
 		c.InjectError("t", 0, 0, 0)
