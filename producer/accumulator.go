@@ -121,10 +121,8 @@ type partitionState struct {
 	pendingEpoch  int32
 	hasPending    bool
 	queue         []*batch     // sealed batches handed to the sender, not yet sent, oldest first
-	inReady       bool         // listed in sender.ready
-	inLingering   bool         // listed in sender.lingering
-	inSActive     bool         // listed in sender.active
-	inBackoffWait bool         // listed in sender.backoffWait
+	member        setBit       // the sender's sets listing it (partSet's own)
+	backoffAt     int          // place in sender.backoffWait + 1, 0 outside (deadlineHeap's own)
 	blockedOn     *nodeState   // listed in blockedOn.blocked
 	queuedPub     atomic.Int32 // len(queue), for the adaptive partitioner (under Producer.mu)
 	nextSeq       int32        // sequence of the next new batch
@@ -181,7 +179,6 @@ type batch struct {
 	parked       bool  // certainly not written, waiting for the epoch bump; position released
 	done         bool  // outcome known; err holds it
 	err          error
-	inReport     bool     // listed in part.report
 	topicID      [16]byte // the topic id the last attempt named (Produce v13+)
 	scanFrom     int64    // part.ackedEnd at the first send: where a read-back starts
 	scanGen      uint32   // part.topic.recreated at the first send
@@ -272,7 +269,6 @@ func (b *batch) recycle() {
 	b.parked = false
 	b.done = false
 	b.err = nil
-	b.inReport = false
 	if b.builder.Cap() > keepBuffer {
 		bigBatches.Put(b)
 	} else {
@@ -596,10 +592,7 @@ func (s *sender) takeSealedLocked(ps *partitionState) {
 	clear(ps.sealed)
 	ps.sealed = ps.sealed[:0]
 	ps.queuedPub.Store(int32(len(ps.queue)))
-	if !ps.inSActive {
-		ps.inSActive = true
-		s.active = append(s.active, ps)
-	}
+	s.active.add(ps)
 	s.markReady(ps)
 }
 

@@ -10,7 +10,7 @@ import (
 // queue, sealed, taken by the sender and sent, as a partition that sends
 // one batch at a time does (many partitions, little data each).
 func queueCycleAllocs() float64 {
-	s := &sender{cfg: &config{}}
+	s := &sender{cfg: &config{}, active: partSet{bit: activeBit}, ready: partSet{bit: readyBit}}
 	ps := &partitionState{}
 	b := &batch{}
 	return testing.AllocsPerRun(1000, func() {
@@ -19,7 +19,8 @@ func queueCycleAllocs() float64 {
 		if s.popQueue(ps) != b {
 			panic("popQueue returned another batch")
 		}
-		s.ready, ps.inReady = s.ready[:0], false
+		s.visit = s.ready.take(s.visit)
+		s.ready.leave(ps)
 	})
 }
 
@@ -33,7 +34,7 @@ func TestQueueCycleDoesNotAllocate(t *testing.T) {
 
 // Several batches in the queue still come out oldest first.
 func TestPopQueueKeepsOrder(t *testing.T) {
-	s := &sender{cfg: &config{}}
+	s := &sender{cfg: &config{}, active: partSet{bit: activeBit}, ready: partSet{bit: readyBit}}
 	ps := &partitionState{}
 	bs := []*batch{{}, {}, {}}
 	ps.sealed = append(ps.sealed, bs...)

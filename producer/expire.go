@@ -63,7 +63,7 @@ func (s *sender) expire(now time.Time) (next time.Time) {
 	// under Producer.mu in every pass (a pass per response) kept Produce
 	// waiting for the lock.
 	if now.Before(s.expireAt) && !s.anyFatal(idFatal) {
-		held := len(p.active) > 0 || len(s.active) > 0
+		held := len(p.active) > 0 || s.active.len() > 0
 		p.mu.Unlock()
 		if held {
 			next = earliest(next, s.expireAt)
@@ -104,7 +104,7 @@ func (s *sender) expire(now time.Time) (next time.Time) {
 	// the epoch is bumped before the partition sends again. s.active holds
 	// every partition with a batch waiting for retry (takeSealedLocked).
 	s.pruneActive()
-	for _, ps := range s.active {
+	for _, ps := range s.active.members() {
 		fatal := s.partitionFatal(ps, idFatal)
 		for len(ps.retry) > 0 && (fatal != nil || now.Sub(ps.retry[0].created) >= timeout) {
 			b := ps.retry[0]

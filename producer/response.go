@@ -293,14 +293,13 @@ func (s *sender) finish(b *batch, err error) {
 		s.txn.done(b, err)
 	}
 	ps := b.part
-	if !b.inReport || s.cfg.regress.on(callbacksUnordered) {
+	if b.attempts == 0 || s.cfg.regress.on(callbacksUnordered) { // in ps.report from its first send (takeBatch)
 		if len(ps.report) == 0 || s.cfg.regress.on(callbacksUnordered) {
 			s.complete(b) // nothing earlier pending: the common case
 			return
 		}
 		// Never sent, so after every batch that was.
 		ps.report = append(ps.report, b)
-		b.inReport = true
 	}
 	n := 0
 	for n < len(ps.report) && ps.report[n].done {
@@ -339,6 +338,7 @@ func (s *sender) retryBatch(b *batch, cause error, now time.Time) {
 	s.expireAt = earliest(s.expireAt, b.created.Add(s.cfg.deliveryTimeout))
 	ps.failures++
 	ps.backoffUntil = now.Add(s.backoff(ps.failures))
+	s.backoffWait.fix(ps)
 }
 
 func (s *sender) removeInflight(b *batch) {

@@ -57,11 +57,11 @@ type sender struct {
 	byID     []*nodeState // nodes in id order (node), for loops whose order changes what is sent
 	nodeList []*nodeState
 
-	active      []*partitionState // partitions whose batches the sender took (takeSealedLocked), until pruneActive finds them empty
-	lingering   []*partitionState // partitions whose batch stayed open past its linger (lingeredKeptOpen)
-	ready       []*partitionState // partitions to visit in the next pass (markReady)
+	active      partSet           // partitions whose batches the sender took (takeSealedLocked), until pruneActive finds them empty
+	lingering   partSet           // partitions whose batch stayed open past its linger (lingeredKeptOpen)
+	ready       partSet           // partitions to visit in the next pass (markReady)
 	visit       []*partitionState // scratch: ready as taken by a pass
-	backoffWait []*partitionState // partitions with a batch waiting for their backoff to end
+	backoffWait deadlineHeap      // partitions with a batch waiting for their backoff to end
 	splitWait   []*partitionState // partitions whose split waits for buffer.memory (split)
 	rescan      bool              // visit every active partition in the next pass
 	holding     bool              // some node holds lingered batches (holdLingered)
@@ -214,7 +214,7 @@ func (s *sender) freeRequest(sr *sentRequest) {
 }
 
 func newSender(p *Producer) *sender {
-	s := &sender{p: p, cfg: &p.cfg, resetWhy: WindowIdle, matrix: p.cfg.regress.judgeMatrix(), pid: -1, epoch: -1, nodes: make(map[int32]*nodeState), base: time.Now(), probe: p.cfg.probe}
+	s := &sender{p: p, cfg: &p.cfg, active: partSet{bit: activeBit}, lingering: partSet{bit: lingeringBit}, ready: partSet{bit: readyBit}, resetWhy: WindowIdle, matrix: p.cfg.regress.judgeMatrix(), pid: -1, epoch: -1, nodes: make(map[int32]*nodeState), base: time.Now(), probe: p.cfg.probe}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.idPub.Store(-1)
 	if p.cfg.transactionalID != "" {
@@ -313,18 +313,10 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 		s.seenBump, s.seenID = s.needBump, s.idPub.Load()
 		s.rescan = true
 	}
-	keepB := s.backoffWait[:0]
-	for _, ps := range s.backoffWait {
-		if now.Before(ps.backoffUntil) {
-			keepB = append(keepB, ps)
-			next = earliest(next, ps.backoffUntil)
-			continue
-		}
-		ps.inBackoffWait = false
+	for ps := s.backoffWait.popDue(now); ps != nil; ps = s.backoffWait.popDue(now) {
 		s.markReady(ps)
 	}
-	clear(s.backoffWait[len(keepB):])
-	s.backoffWait = keepB
+	next = earliest(next, s.backoffWait.next())
 	for i, ps := range s.splitWait {
 		s.markReady(ps) // split tries again; a refusal lists it again
 		s.splitWait[i] = nil
@@ -347,32 +339,23 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 	// (p.sealedIn). At 1,000 keyed partitions a walk over all of them
 	// under Producer.mu in every pass kept Produce waiting for the lock.
 	if s.probe != nil {
-		s.probe.looks.Add(int64(len(s.lingering) + len(p.sealedIn)))
+		s.probe.looks.Add(int64(s.lingering.len() + len(p.sealedIn)))
 	}
-	keepL := s.lingering[:0]
-	for _, ps := range s.lingering {
+	s.lingering.keep(func(ps *partitionState) bool {
 		b := ps.open
-		if b != nil && ps.lingerHeld && !ps.inReady && !s.rescan {
+		if b != nil && ps.lingerHeld && !s.ready.has(ps) && !s.rescan {
 			// Held before and nothing changed for it: the batch is the
 			// one held (a new batch clears lingerHeld), so it is not
 			// read (a cache miss per held partition per pass).
-			keepL = append(keepL, ps)
-			continue
+			return true
 		}
 		if b == nil || now.Before(b.created.Add(s.cfg.linger)) {
 			// Sealed or withdrawn since; a new batch comes back through
 			// p.opened.
-			ps.inLingering = false
-			continue
+			return false
 		}
-		if s.lingeredKeptOpen(ps, b.created.Add(s.cfg.linger), now, &next) {
-			keepL = append(keepL, ps)
-		} else {
-			ps.inLingering = false
-		}
-	}
-	clear(s.lingering[len(keepL):])
-	s.lingering = keepL
+		return s.lingeredKeptOpen(ps, b.created.Add(s.cfg.linger), now, &next)
+	})
 	k := p.openedHead
 	for ; k < len(p.opened); k++ {
 		if s.probe != nil {
@@ -380,7 +363,7 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 		}
 		e := p.opened[k]
 		ps := e.ps
-		if ps.open == nil || !ps.open.created.Equal(e.created) || ps.inLingering {
+		if ps.open == nil || !ps.open.created.Equal(e.created) || s.lingering.has(ps) {
 			continue // sealed, withdrawn, or looked at above
 		}
 		deadline := e.created.Add(s.cfg.linger)
@@ -389,8 +372,7 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 			break // later entries opened later
 		}
 		if s.lingeredKeptOpen(ps, deadline, now, &next) {
-			ps.inLingering = true
-			s.lingering = append(s.lingering, ps)
+			s.lingering.add(ps)
 		}
 	}
 	p.dropOpenedLocked(k)
@@ -404,7 +386,7 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 	if s.rescan {
 		s.rescan = false
 		s.pruneActive()
-		for _, ps := range s.active {
+		for _, ps := range s.active.members() {
 			s.markReady(ps)
 		}
 		// Every partition is looked at again: none waits for a node any
@@ -433,22 +415,19 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 			next = earliest(next, s.dial(n, now))
 		}
 	}
-	s.visit, s.ready = s.ready, s.visit[:0]
+	s.visit = s.ready.take(s.visit)
 	if s.probe != nil {
 		s.probe.visits.Add(int64(len(s.visit)))
 	}
 	for i, ps := range s.visit {
 		s.visit[i] = nil
-		ps.inReady = false
+		s.ready.leave(ps)
 		if !s.hasSendable(ps) {
 			continue
 		}
 		if now.Before(ps.backoffUntil) {
 			next = earliest(next, ps.backoffUntil)
-			if !ps.inBackoffWait {
-				ps.inBackoffWait = true
-				s.backoffWait = append(s.backoffWait, ps)
-			}
+			s.backoffWait.wait(ps)
 			continue
 		}
 		if s.needBump {
@@ -521,7 +500,7 @@ func (p *Producer) dropOpenedLocked(k int) {
 // Called with p.mu held.
 func (s *sender) lingeredKeptOpen(ps *partitionState, deadline, now time.Time, next *time.Time) bool {
 	switch {
-	case ps.lingerHeld && !ps.inReady && !s.rescan:
+	case ps.lingerHeld && !s.ready.has(ps) && !s.rescan:
 		// Found unable to send before, and nothing that could change
 		// that has happened to it since.
 		return true
@@ -558,25 +537,13 @@ func (s *sender) lingeredKeptOpen(ps *partitionState, deadline, now time.Time, n
 // pruneActive drops from s.active the partitions with nothing queued,
 // waiting for retry or in flight; takeSealedLocked lists them again.
 func (s *sender) pruneActive() {
-	keep := s.active[:0]
-	for _, ps := range s.active {
-		if len(ps.queue) == 0 && len(ps.retry) == 0 && len(ps.inflight) == 0 {
-			ps.inSActive = false
-			continue
-		}
-		keep = append(keep, ps)
-	}
-	clear(s.active[len(keep):])
-	s.active = keep
+	s.active.keep(func(ps *partitionState) bool {
+		return len(ps.queue) > 0 || len(ps.retry) > 0 || len(ps.inflight) > 0
+	})
 }
 
 // markReady puts ps in the ready set: the next pass looks at it.
-func (s *sender) markReady(ps *partitionState) {
-	if !ps.inReady {
-		ps.inReady = true
-		s.ready = append(s.ready, ps)
-	}
-}
+func (s *sender) markReady(ps *partitionState) { s.ready.add(ps) }
 
 // blockOn parks ps until node n connects or frees a request slot
 // (unblock).
@@ -743,7 +710,7 @@ func (s *sender) room(ps *partitionState) int {
 // anyInflight reports whether any batch is in flight: whether any
 // partition's list of batches sent (ps.inflight) is not empty.
 func (s *sender) anyInflight() bool {
-	for _, ps := range s.active {
+	for _, ps := range s.active.members() {
 		if len(ps.inflight) > 0 {
 			return true
 		}
@@ -770,7 +737,7 @@ func (s *sender) nextPos(ps *partitionState) uint64 {
 // resolving reports whether some batch must be resent under the old epoch
 // before the epoch can be bumped.
 func (s *sender) resolving() bool {
-	for _, ps := range s.active {
+	for _, ps := range s.active.members() {
 		if s.retryIndex(ps) >= 0 {
 			return true
 		}
@@ -805,8 +772,7 @@ func (s *sender) takeBatch(ps *partitionState) *batch {
 		b.ord = ps.nextOrd
 		ps.nextOrd++
 		b.scanFrom, b.scanGen = ps.ackedEnd, ps.topic.recreated
-		ps.report = append(ps.report, b)
-		b.inReport = true
+		ps.report = append(ps.report, b) // from its first send on (finish)
 		if s.txn != nil {
 			s.txn.sent(ps, b)
 		}

@@ -67,7 +67,6 @@ func (s *sender) split(ps *partitionState) bool {
 			ps.report = append(ps.report, nil)
 			copy(ps.report[i+2:], ps.report[i+1:])
 			ps.report[i], ps.report[i+1] = b1, b2
-			b1.inReport, b2.inReport = true, true
 			break
 		}
 	}
