@@ -27,6 +27,9 @@ type brokerSpec struct {
 	topics     int // 0 means 1
 	partitions int
 	window     int
+	// kafka40: the embedded broker behaves as Kafka 4.0 (in-process only):
+	// Produce up to v12, a transaction's first batch at any sequence.
+	kafka40 bool
 }
 
 // topicList names the spec's topics, each with its partition count: the
@@ -143,6 +146,9 @@ func (bs *brokerStarter) start(spec brokerSpec) (*runningBroker, error) {
 	topics := spec.topicList(spec.topic)
 	if bs.bin == "" {
 		cfg := broker.Config{RTT: spec.rtt, Bandwidth: spec.bandwidth}
+		if spec.kafka40 {
+			cfg.ProduceMaxVersions = map[int32]int16{0: broker.Kafka40ProduceMaxVersion}
+		}
 		for _, t := range topics {
 			cfg.Topics = append(cfg.Topics, broker.TopicConfig{Name: t.name, Partitions: int32(t.partitions), Window: spec.window})
 		}
@@ -150,7 +156,11 @@ func (bs *brokerStarter) start(spec brokerSpec) (*runningBroker, error) {
 		if err != nil {
 			return nil, err
 		}
+		c.SetLenientTransactionStart(spec.kafka40)
 		return &runningBroker{addr: c.Addr(), topics: topics, stop: c.Close, inner: c}, nil
+	}
+	if spec.kafka40 {
+		return nil, errors.New("a Kafka 4.0 broker (lh-w5-k40) runs in-process only: --broker inproc")
 	}
 	var arg []string
 	for _, t := range topics {

@@ -22,11 +22,12 @@ type clientKind struct {
 	window int  // topic window the broker announces (producer.state.batches.to.retain)
 	cap5   bool // longhaul with MaxWindow(5): what clients without KIP-1269 do
 	noCoal bool // longhaul with longhaul.coalesce.requests=0: a lingered batch goes as soon as its partition may send
-	// idleRearm, if > 0, is longhaul.idle.rearm.ms (lh-w50-rearm): with
-	// it shorter than a commit's EndTxn round trip, every partition's
-	// first-batch gate re-arms at each transaction's start, as
-	// rearmGateAtTxnBump has it below Kafka 4.1.
-	idleRearm time.Duration
+	// kafka40: against an embedded broker that behaves as Kafka 4.0
+	// (Produce capped at v12, a transaction's first batch accepted at any
+	// sequence): the producer re-arms every partition's first-batch gate
+	// at each transaction version 2 epoch bump, and no window is
+	// announced (KIP-1269 answers are v14). Embedded target only.
+	kafka40 bool
 	// split > 1: that many longhaul producers, each with its own
 	// connection, on an equal share of the partitions (lh-w50x2): what
 	// several connections per broker could buy, as an upper bound.
@@ -42,7 +43,7 @@ var allClients = []clientKind{
 	{name: "lh-w5-nc", window: 5, noCoal: true},
 	{name: "lh-w50-nc", window: 50, noCoal: true},
 	{name: "lh-w50x2", window: 50, split: 2},
-	{name: "lh-w50-rearm", window: 50, idleRearm: 20 * time.Millisecond},
+	{name: "lh-w5-k40", window: 5, kafka40: true},
 	{name: "kgo", window: 50, kgo: true},
 	{name: "java", window: 50, java: true},
 }
@@ -471,9 +472,6 @@ func newLonghaul(cfg clientConfig, k clientKind) (*longhaulLoop, error) {
 	}
 	if k.noCoal {
 		opts = append(opts, producer.Property("longhaul.coalesce.requests", "0"))
-	}
-	if k.idleRearm > 0 {
-		opts = append(opts, producer.IdleRearm(k.idleRearm))
 	}
 	var trace *pipeTrace
 	if cfg.trace {

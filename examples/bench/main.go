@@ -105,6 +105,9 @@ type options struct {
 	// txns, if set, are transaction durations: every client is
 	// transactional (--txn, txn.go).
 	txns []time.Duration
+	// txnPhases: with txns, trace where each longhaul transaction's time
+	// goes (txnphases.go).
+	txnPhases bool
 	// keyed gives every record an 8-byte key (a counter), so records
 	// spread over every partition by hash; else keyless (sticky).
 	keyed bool
@@ -635,7 +638,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	rtts := fs.String("rtt", "0,10ms,50ms,150ms", "comma-separated emulated round trips")
 	parts := fs.String("partitions", "1,16", "comma-separated partition counts")
 	batches := fs.String("batch", "16384,262144", "comma-separated batch.size values in bytes")
-	clients := fs.String("clients", "lh-w5,lh-w20,lh-w50,lh-cap5,kgo", "comma-separated clients: lh-w5, lh-w20, lh-w50 (longhaul, topic window 5/20/50), lh-cap5 (longhaul with MaxWindow(5)), lh-w5-nc and lh-w50-nc (lh-w5, lh-w50 without request coalescing: longhaul.coalesce.requests=0), lh-w50x2 (two lh-w50 producers, each with its own connection, on alternate partitions and half the buffer: what several connections per broker could buy), lh-w50-rearm (lh-w50 with longhaul.idle.rearm.ms=20: under -txn every partition's first-batch gate re-arms at each transaction's start), kgo, java (Kafka's ProducerPerformance; --target kafka* only, and added to the default there)")
+	clients := fs.String("clients", "lh-w5,lh-w20,lh-w50,lh-cap5,kgo", "comma-separated clients: lh-w5, lh-w20, lh-w50 (longhaul, topic window 5/20/50), lh-cap5 (longhaul with MaxWindow(5)), lh-w5-nc and lh-w50-nc (lh-w5, lh-w50 without request coalescing: longhaul.coalesce.requests=0), lh-w50x2 (two lh-w50 producers, each with its own connection, on alternate partitions and half the buffer: what several connections per broker could buy), lh-w5-k40 (lh-w5 against the embedded broker behaving as Kafka 4.0: Produce v12, so under -txn the first-batch gate re-arms at every transaction's start; --broker inproc only), kgo, java (Kafka's ProducerPerformance; --target kafka* only, and added to the default there)")
 	fs.StringVar(&o.target, "target", "embedded", "where cases run: embedded (longhaul's embedded broker, the quick variant), kafka (Apache Kafka from internal/kafkatest with the KIP-1269 agent) or kafka-stock (without the agent)")
 	kafkaConfig := fs.String("kafka-config", "", "with -target kafka*: broker properties for the Kafka node, `k=v,...` (e.g. log.index.size.max.bytes=262144)")
 	fs.BoolVar(&o.direct, "direct", false, "with -target kafka*: RTT 0 cases connect to the node's DIRECT listener instead of through the harness proxy, which runs in this process and at RTT 0 only copies bytes (its CPU counts as the Go clients' and not java's, and all share 2 cores)")
@@ -662,7 +665,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `file`")
 	fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile to `file` at the end")
 	fs.IntVar(&o.memProfileRate, "memprofilerate", 0, "runtime.MemProfileRate for --memprofile, set when the run starts (1 = every allocation; 0 = Go's default). Counts can fall short of MemStats; for exact per-call-site counts use go test -memprofilerate=1 on BenchmarkProduce")
-	txns := fs.String("txn", "", "comma-separated transaction `durations` (e.g. 100ms,1s): every client is transactional, producing for the duration and then committing, one transaction after another; clients lh-w5, lh-w20, lh-w50, lh-w50-rearm, kgo, java (ProducerPerformance --transactional-id --transaction-duration-ms); committed records/s and commit latency (txn.go)")
+	txns := fs.String("txn", "", "comma-separated transaction `durations` (e.g. 100ms,1s): every client is transactional, producing for the duration and then committing, one transaction after another; clients lh-w5, lh-w20, lh-w50, lh-w5-k40, kgo, java (the Java producer in the same loop, examples/bench/javatxn); committed records/s and commit latency (txn.go)")
+	fs.BoolVar(&o.txnPhases, "txn-phases", false, "with -txn: trace longhaul's transactions (producer hooks) and print where their time goes: ramp, produce, flush, tail, EndTxn, return, gap, with the link's use in each")
 	quick := fs.Bool("quick", false, "a few-second smoke run: RTT 0 and 10ms, 1 partition, 16K batches, lh-w20, lh-cap5, kgo, 300ms per case, in-process broker unless --broker is given")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -793,8 +797,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			return o, err
 		}
 		for _, k := range o.clients {
+			if k.kafka40 && (o.target != "embedded" || o.brokerMode != "inproc") {
+				return o, fmt.Errorf("-clients %s: needs the embedded broker in this process (--target embedded --broker inproc)", k.name)
+			}
 			if !txnClient(k) {
-				return o, fmt.Errorf("-clients %s: not with -txn (lh-w5, lh-w20, lh-w50, lh-w50-rearm, kgo, java)", k.name)
+				return o, fmt.Errorf("-clients %s: not with -txn (lh-w5, lh-w20, lh-w50, lh-w5-k40, kgo, java)", k.name)
 			}
 		}
 		if o.rate > 0 || o.topics > 1 || o.keyed || o.shape || o.heap || o.brokerTimes || o.bandwidth > 0 {
@@ -802,6 +809,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 	}
 	for _, k := range o.clients {
+		if k.kafka40 && len(o.txns) == 0 {
+			return o, fmt.Errorf("-clients %s: only with -txn (it measures the gate re-armed at each transaction)", k.name)
+		}
 		if k.java && o.target == "embedded" {
 			return o, errors.New("-clients java: needs -target kafka or kafka-stock (the embedded broker has no Java client runner)")
 		}

@@ -1,37 +1,44 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/longhaul-kafka/longhaul/internal/kafkatest"
 	"github.com/longhaul-kafka/longhaul/producer"
 )
 
 // Transactional cases (--txn): every client is transactional and runs one
 // transaction after another, each producing as fast as the client accepts
-// records for the transaction's duration and then committing (the Java
-// tool's --transaction-duration-ms loop, and what a pipeline committing
-// every T does). Throughput counts committed records only: for the Go
-// clients the records of each transaction whose commit returned, over the
-// time between the first and the last commit inside the measured window
-// (whole transactions, so a window edge cuts none); for java the growth of
-// the topic's last stable offsets (read_committed ListOffsets, sampled every
-// 10 ms) between its first and last change inside the window, less one
-// transaction marker per partition and commit. Commit latency is
-// CommitTransaction's (kgo: Flush and EndTransaction), from the end of
-// producing to the commit's return: the records still buffered draining,
-// then EndTxn; java does not report it.
+// records for the transaction's duration and then committing (what a
+// pipeline committing every T does). No client produces while its commit
+// runs: the Java producer refuses a send then, and longhaul's Produce
+// between CommitTransaction and the next BeginTransaction fails with
+// ErrTransactionState; kgo's loop here flushes and ends the transaction
+// in the same goroutine. Throughput counts committed records only: the
+// records of each transaction whose commit returned, over the time between
+// the first and the last commit inside the measured window (whole
+// transactions, so a window edge cuts none). Commit latency is
+// CommitTransaction's (kgo: Flush and EndTransaction; java:
+// commitTransaction, timed by the Java loop in javatxn/TxnLoop.java), from
+// the end of producing to the commit's return: the records still buffered
+// draining, then EndTxn.
 
 // txnResult is one measured transactional case.
 type txnResult struct {
@@ -49,6 +56,7 @@ type txnResult struct {
 	// producing is the fraction of a transaction's time spent producing
 	// (the rest is the commit), Go clients only; -1 unknown.
 	producing float64
+	phases    phaseSummary // --txn-phases, longhaul only
 	err       error
 }
 
@@ -72,10 +80,15 @@ type commitLog struct {
 }
 
 func (l *commitLog) add(records int64, produced, commit time.Duration) {
+	l.addAt(time.Now(), records, produced, commit)
+}
+
+// addAt records a commit that returned at at.
+func (l *commitLog) addAt(at time.Time, records int64, produced, commit time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.n += records
-	l.at = append(l.at, time.Now())
+	l.at = append(l.at, at)
 	l.total = append(l.total, l.n)
 	l.latency = append(l.latency, commit)
 	l.produce = append(l.produce, produced)
@@ -134,18 +147,18 @@ func txnClient(k clientKind) bool {
 }
 
 type lhTxnLoop struct {
-	p     *producer.Producer
-	topic string
-	value []byte
+	p      *producer.Producer
+	topic  string
+	value  []byte
+	phases *txnPhases // nil without --txn-phases
 }
 
-func newLonghaulTxn(cfg clientConfig, k clientKind, id string) (*lhTxnLoop, error) {
-	idle := producer.IdleRearm(5 * time.Minute) // the default
-	if k.idleRearm > 0 {
-		idle = producer.IdleRearm(k.idleRearm)
+func newLonghaulTxn(cfg clientConfig, k clientKind, id string, phases *txnPhases) (*lhTxnLoop, error) {
+	opts := []producer.Opt{}
+	if phases != nil {
+		opts = append(opts, producer.Hooks(phases))
 	}
-	p, err := producer.New(
-		idle,
+	p, err := producer.New(append(opts,
 		producer.BootstrapServers(cfg.addr),
 		producer.BatchSize(cfg.batchSize),
 		producer.Linger(cfg.linger),
@@ -153,7 +166,7 @@ func newLonghaulTxn(cfg clientConfig, k clientKind, id string) (*lhTxnLoop, erro
 		producer.MaxRequestSize(cfg.requestCap()),
 		producer.MaxInFlightRequestsPerConnection(cfg.maxInFlight),
 		producer.TransactionalID(id),
-	)
+	)...)
 	if err != nil {
 		return nil, err
 	}
@@ -163,10 +176,13 @@ func newLonghaulTxn(cfg clientConfig, k clientKind, id string) (*lhTxnLoop, erro
 		p.Close(ctx)
 		return nil, fmt.Errorf("longhaul InitTransactions: %w", err)
 	}
-	return &lhTxnLoop{p: p, topic: cfg.topics[0], value: make([]byte, cfg.recordSize)}, nil
+	return &lhTxnLoop{p: p, topic: cfg.topics[0], value: make([]byte, cfg.recordSize), phases: phases}, nil
 }
 
 func (l *lhTxnLoop) txn(ctx context.Context, d time.Duration, stop *atomic.Bool) (int64, time.Duration, error) {
+	if l.phases != nil {
+		l.phases.began()
+	}
 	if err := l.p.BeginTransaction(); err != nil {
 		return 0, 0, err
 	}
@@ -176,9 +192,16 @@ func (l *lhTxnLoop) txn(ctx context.Context, d time.Duration, stop *atomic.Bool)
 		l.p.Produce(ctx, &producer.Record{Topic: l.topic, Value: l.value}, nil)
 		n++
 	}
+	if l.phases != nil {
+		l.phases.produced()
+	}
 	began := time.Now()
 	err := l.p.CommitTransaction(ctx)
-	return n, time.Since(began), err
+	commit := time.Since(began)
+	if l.phases != nil {
+		l.phases.committed()
+	}
+	return n, commit, err
 }
 
 func (l *lhTxnLoop) close() {
@@ -241,7 +264,7 @@ func runTxnCase(ctx context.Context, tg target, o options, rtt time.Duration, pa
 		w = min(w, 5)
 	}
 	res.boundMBps = boundBytesPerSec(0, w, batch, rtt, parts) / 1e6
-	b, err := tg.start(brokerSpec{rtt: rtt, topic: "txn", topics: 1, partitions: parts, window: k.window})
+	b, err := tg.start(brokerSpec{rtt: rtt, topic: "txn", topics: 1, partitions: parts, window: k.window, kafka40: k.kafka40})
 	if err != nil {
 		res.err = fmt.Errorf("broker: %w", err)
 		return res
@@ -256,10 +279,14 @@ func runTxnCase(ctx context.Context, tg target, o options, rtt time.Duration, pa
 	}
 	id := fmt.Sprintf("bench-%s-%d", k.name, seq)
 	var loop txnLoop
+	var phases *txnPhases
 	if k.kgo {
 		loop, err = newKgoTxn(cfg, id)
 	} else {
-		loop, err = newLonghaulTxn(cfg, k, id)
+		if o.txnPhases {
+			phases = &txnPhases{}
+		}
+		loop, err = newLonghaulTxn(cfg, k, id, phases)
 	}
 	if err != nil {
 		res.err = err
@@ -297,117 +324,144 @@ func runTxnCase(ctx context.Context, tg target, o options, rtt time.Duration, pa
 	res.recsPerSec, res.commits, res.producing = rate, commits, producing
 	res.mbps = rate * float64(o.recordSize) / 1e6
 	res.p50, res.p99 = percentile(lat, 0.5), percentile(lat, 0.99)
+	if phases != nil {
+		res.phases = phases.summary(from, to, parts*w)
+	}
 	if commits < 1 {
 		res.err = fmt.Errorf("fewer than 2 commits in the %v window: make --duration longer than 2 transactions", o.duration)
 	}
 	return res
 }
 
-// runJavaTxnCase measures ProducerPerformance with --transactional-id
-// and --transaction-duration-ms.
+// txnLoopJava is the java client's transactional loop: the Go clients'
+// loop with the Java producer, compiled with javac against the cluster's
+// classpath once per run (ProducerPerformance does not report commit
+// latency).
+//
+//go:embed javatxn/TxnLoop.java
+var txnLoopJava []byte
+
+// javaTxnClasses compiles TxnLoop into a directory once per run.
+var javaTxnClasses struct {
+	sync.Mutex
+	dir string
+}
+
+func compileTxnLoop(classpath string) (string, error) {
+	javaTxnClasses.Lock()
+	defer javaTxnClasses.Unlock()
+	if javaTxnClasses.dir != "" {
+		return javaTxnClasses.dir, nil
+	}
+	dir, err := os.MkdirTemp("", "bench-txnloop-")
+	if err != nil {
+		return "", err
+	}
+	src := filepath.Join(dir, "TxnLoop.java")
+	if err := os.WriteFile(src, txnLoopJava, 0o644); err != nil {
+		return "", err
+	}
+	out, err := exec.Command("javac", "-cp", classpath, "-d", dir, src).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("javac TxnLoop.java: %w\n%s", err, out)
+	}
+	javaTxnClasses.dir = dir
+	return dir, nil
+}
+
+// runJavaTxnCase measures the Java producer in TxnLoop, as runTxnCase
+// measures a Go client: the same loop, the same commit log.
 func runJavaTxnCase(ctx context.Context, kt *kafkaTarget, o options, rtt time.Duration, parts, batch int, d time.Duration, k clientKind, seq int) txnResult {
 	res := txnResult{rtt: rtt, partitions: parts, batch: batch, txn: d, client: k, producing: -1}
 	w := k.perPartitionWindow(o.maxInFlight)
 	res.boundMBps = boundBytesPerSec(0, w, batch, rtt, parts) / 1e6
+	classes, err := compileTxnLoop(kt.c.Classpath())
+	if err != nil {
+		res.err = err
+		return res
+	}
 	b, err := kt.start(brokerSpec{rtt: rtt, topic: "txn", partitions: parts, window: k.window})
 	if err != nil {
 		res.err = fmt.Errorf("broker: %w", err)
 		return res
 	}
 	defer b.stop()
-	perf := kafkatest.JavaPerf{
-		Topic: b.topics[0].name, NumRecords: javaRecords, RecordSize: o.recordSize, Bootstrap: b.addr,
-		Props: map[string]string{
-			"batch.size":                            strconv.Itoa(batch),
-			"linger.ms":                             strconv.FormatInt(o.linger.Milliseconds(), 10),
-			"buffer.memory":                         strconv.FormatInt(bufferFor(rtt, parts, w, batch, o.bufferFactor), 10),
-			"max.in.flight.requests.per.connection": "5",
-			"compression.type":                      "none",
-		},
+	args := []string{"-Xms1g", "-Xmx1g", "-XX:+UseG1GC", "-cp", kt.c.Classpath() + string(os.PathListSeparator) + classes, "TxnLoop",
+		b.addr, b.topics[0].name, strconv.Itoa(o.recordSize), strconv.FormatInt(d.Milliseconds(), 10), fmt.Sprintf("bench-java-%d", seq),
+		"batch.size=" + strconv.Itoa(batch),
+		"linger.ms=" + strconv.FormatInt(o.linger.Milliseconds(), 10),
+		"buffer.memory=" + strconv.FormatInt(bufferFor(rtt, parts, w, batch, o.bufferFactor), 10),
+		"max.in.flight.requests.per.connection=5",
+		"compression.type=none",
 	}
-	args := append([]string{
-		"--transactional-id", fmt.Sprintf("bench-java-%d", seq),
-		"--transaction-duration-ms", strconv.FormatInt(d.Milliseconds(), 10),
-	}, perf.Args(kt.c)...)
-	jp, err := kt.c.StartJavaPerf(args...)
+	cmd := exec.Command("java", args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		res.err = err
 		return res
 	}
-	defer jp.Stop()
-	stable := func() ([]int64, error) {
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		return kt.c.StableOffsets(sctx, b.topics[0].name, int32(parts))
+	if err := cmd.Start(); err != nil {
+		res.err = fmt.Errorf("java TxnLoop: %w", err)
+		return res
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if done, err := jp.Exited(); done {
-			res.err = fmt.Errorf("ProducerPerformance exited early: %v\n%s", err, jp.Stop())
-			return res
-		}
-		offs, err := stable()
-		if err == nil && slices.Max(offs) > 0 {
-			break
-		} else if time.Now().After(deadline) {
-			res.err = fmt.Errorf("ProducerPerformance committed nothing within 2 minutes (last error: %v)", err)
-			return res
-		}
-		sleep(ctx, 100*time.Millisecond)
-	}
-	sleep(ctx, txnWarmup(o, rtt, d))
-	// A partition's last stable offset moves once per commit, past the
-	// transaction's records and its marker: between the first and the
-	// last move inside the window lie whole transactions.
-	type move struct {
-		at  time.Time
-		lso int64
-	}
-	moves := make([][]move, parts)
-	last := make([]int64, parts)
-	for i := range last {
-		last[i] = -1
-	}
-	end := time.Now().Add(o.duration)
-	for time.Now().Before(end) && ctx.Err() == nil {
-		offs, err := stable()
-		if err != nil {
-			res.err = err
-			return res
-		}
-		now := time.Now()
-		for p, n := range offs {
-			if n != last[p] {
-				if last[p] >= 0 {
-					moves[p] = append(moves[p], move{now, n})
-				}
-				last[p] = n
+	var log commitLog
+	first := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		sc := bufio.NewScanner(stdout)
+		once := sync.Once{}
+		for sc.Scan() {
+			var ns, records, produced, commit int64
+			if n, _ := fmt.Sscanf(sc.Text(), "commit %d %d %d %d", &ns, &records, &produced, &commit); n != 4 {
+				continue
 			}
+			log.addAt(time.Unix(0, ns), records, time.Duration(produced), time.Duration(commit))
+			once.Do(func() { close(first) })
 		}
-		sleep(ctx, 10*time.Millisecond)
-	}
-	if done, err := jp.Exited(); done {
-		res.err = fmt.Errorf("ProducerPerformance exited during the case: %v\n%s", err, jp.Stop())
+	}()
+	defer func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		_ = cmd.Wait()
+	}()
+	select {
+	case <-first:
+	case <-exited:
+		res.err = fmt.Errorf("java TxnLoop exited before its first commit:\n%s", tail(stderr.String(), 20))
+		return res
+	case <-time.After(2 * time.Minute):
+		res.err = fmt.Errorf("java TxnLoop committed nothing within 2 minutes:\n%s", tail(stderr.String(), 20))
+		return res
+	case <-ctx.Done():
+		res.err = ctx.Err()
 		return res
 	}
-	for p, ms := range moves {
-		if len(ms) < 2 {
-			continue // a partition the sticky partitioner left alone
-		}
-		first, lastMove := ms[0], ms[len(ms)-1]
-		commits := len(ms) - 1
-		records := lastMove.lso - first.lso - int64(commits) // one marker per commit
-		res.recsPerSec += float64(records) / lastMove.at.Sub(first.at).Seconds()
-		if p == 0 || commits > res.commits {
-			res.commits = commits
-		}
-	}
-	if res.commits < 1 {
-		res.err = fmt.Errorf("no partition's last stable offset moved twice in the %v window: make --duration longer than 2 transactions", o.duration)
+	from := time.Now().Add(txnWarmup(o, rtt, d))
+	to := from.Add(o.duration)
+	sleep(ctx, time.Until(to))
+	select {
+	case <-exited:
+		res.err = fmt.Errorf("java TxnLoop exited during the case:\n%s", tail(stderr.String(), 20))
 		return res
+	default:
 	}
-	res.mbps = res.recsPerSec * float64(o.recordSize) / 1e6
+	rate, commits, lat, producing := log.window(from, to)
+	res.recsPerSec, res.commits, res.producing = rate, commits, producing
+	res.mbps = rate * float64(o.recordSize) / 1e6
+	res.p50, res.p99 = percentile(lat, 0.5), percentile(lat, 0.99)
+	if commits < 1 {
+		res.err = fmt.Errorf("fewer than 2 commits in the %v window: make --duration longer than 2 transactions", o.duration)
+	}
 	return res
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
 }
 
 // runTxnMatrix runs every transactional case, clients alternating and
@@ -453,6 +507,19 @@ func runTxnMatrix(ctx context.Context, tg target, kt *kafkaTarget, o options, st
 		}
 	}
 	printTxnRatios(stdout, o, rs)
+	if javaTxnClasses.dir != "" {
+		_ = os.RemoveAll(javaTxnClasses.dir)
+		javaTxnClasses.dir = ""
+	}
+	if o.txnPhases {
+		var rows []phaseRow
+		for _, r := range rs {
+			if r.phases.n > 0 {
+				rows = append(rows, phaseRow{parts: r.partitions, txn: r.txn, client: r.client.name, round: r.round, s: r.phases})
+			}
+		}
+		printPhases(stdout, rows)
+	}
 	return status
 }
 
@@ -463,7 +530,7 @@ func printTxnRow(w io.Writer, r txnResult) {
 		errs = r.err.Error()
 	}
 	p50, p99, prod := "-", "-", "-"
-	if !r.client.java && r.commits > 0 {
+	if r.commits > 0 {
 		p50, p99 = fmtDur(r.p50), fmtDur(r.p99)
 		prod = fmt.Sprintf("%.0f %%", 100*r.producing)
 	}
@@ -515,11 +582,9 @@ func printTxnRatios(w io.Writer, o options, rs []txnResult) {
 				if j, ok := by[g]["java"][round]; ok && j.recsPerSec > 0 {
 					xJava = append(xJava, r.recsPerSec/j.recsPerSec)
 				}
-				if !k.java {
-					p50 = append(p50, float64(r.p50)/1e6)
-					p99 = append(p99, float64(r.p99)/1e6)
-					prod = append(prod, 100*r.producing)
-				}
+				p50 = append(p50, float64(r.p50)/1e6)
+				p99 = append(p99, float64(r.p99)/1e6)
+				prod = append(prod, 100*r.producing)
 			}
 			ms := func(s spread) string {
 				if f := s.format(0); f != "-" {
