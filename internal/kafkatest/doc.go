@@ -12,7 +12,8 @@
 //   - [Cluster] gives addresses ([Cluster.Bootstrap] direct,
 //     [Cluster.ProxiedBootstrap] through the proxies), admin helpers
 //     ([Cluster.CreateTopic], [Cluster.Leader], [Cluster.MoveLeader]), link
-//     faults ([Cluster.SetDelay], [Cluster.CutAll], [Cluster.Proxy]), node
+//     faults ([Cluster.SetDelay], [Cluster.CutAll], [Cluster.Proxy], whose
+//     DropRequests and DropResponses lose chosen requests or answers), node
 //     faults ([Cluster.StopNode], [Cluster.RestartNode]) and the Java
 //     client's perf tool ([Cluster.RunJavaPerf], [ParsePerfSummary]).
 //   - [Cluster.Consume], [Cluster.EndOffsets] and the checkers

@@ -2,7 +2,9 @@ package kafkatest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -155,4 +157,173 @@ func (l *readbackLog) all() []producer.ReadbackInfo {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]producer.ReadbackInfo(nil), l.infos...)
+}
+
+// TestReadbackLinkFaultsOnKafka: Kafka 4.4, a producer through the
+// harness's proxy, a batch B of one record whose every attempt meets a
+// link fault until delivery.timeout.ms fails it with its fate unknown,
+// then a record C, whose batch under the bumped epoch is the fence.
+//   - request: the proxy swallows every Produce request of B and cuts the
+//     connection ([linkproxy.Proxy.DropRequests]): B never reaches the
+//     broker, and read-back settles it ErrNotWritten (not FateUnknown).
+//   - response: the proxy forwards each request and swallows its answer
+//     ([linkproxy.Proxy.DropResponses]): B is in the log, and read-back
+//     settles it written at its offset.
+//
+// Each outcome is checked against the log, read with an independent kgo
+// consumer (checkSettled). The negative control runs the same faults with
+// read-back off: the same check then reports the fate unknown, so it
+// tells a settled outcome from an unsettled one.
+func TestReadbackLinkFaultsOnKafka(t *testing.T) {
+	c := Start(t, Options{})
+	const deliveryTimeout = 3 * time.Second
+	for _, tc := range []struct {
+		fault    string
+		readback bool
+	}{
+		{"request", true}, {"response", true}, {"request", false}, {"response", false},
+	} {
+		name := fmt.Sprintf("%s/readback=%v", tc.fault, tc.readback)
+		t.Run(name, func(t *testing.T) {
+			topic := fmt.Sprintf("readback-link-%s-%v", tc.fault, tc.readback)
+			c.CreateTopic(t, topic, 1, 1, nil)
+			rb := &readbackLog{}
+			p, err := producer.New(
+				producer.BootstrapServers(c.ProxiedBootstrap()),
+				producer.ReadBack(tc.readback),
+				producer.Linger(0),
+				producer.RequestTimeout(time.Second),
+				producer.DeliveryTimeout(deliveryTimeout),
+				producer.RetryBackoff(20*time.Millisecond),
+				producer.RetryBackoffMax(200*time.Millisecond),
+				producer.Hooks(rb),
+			)
+			require.NoError(t, err)
+			defer p.Close(context.Background())
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			for i := range 5 {
+				require.NoError(t, p.ProduceSync(ctx, &producer.Record{Topic: topic, Value: fmt.Appendf(nil, "warm-%d", i)}).FirstErr())
+			}
+			bumps := p.Stats().EpochBumps
+			px := c.Proxy(0)
+			before := px.Stats()
+			drop := px.DropResponses
+			if tc.fault == "request" {
+				drop = px.DropRequests
+			}
+			drop(produceKey, math.MaxInt)
+			defer drop(produceKey, 0)
+
+			b := &producer.Record{Topic: topic, Value: []byte("B")}
+			bErr := make(chan error, 1)
+			start := time.Now()
+			p.Produce(ctx, b, func(_ *producer.Record, err error) { bErr <- err })
+			// B failed once its delivery timeout has passed and the
+			// producer bumped its epoch, which it does with nothing in
+			// flight: no attempt of B is left to meet the fault's end.
+			for time.Since(start) < deliveryTimeout || p.Stats().EpochBumps == bumps {
+				require.NoError(t, ctx.Err(), "B never failed")
+				time.Sleep(20 * time.Millisecond)
+			}
+			drop(produceKey, 0)
+			after := px.Stats()
+			dropped := after.DroppedRequests - before.DroppedRequests
+			if tc.fault == "response" {
+				dropped = after.DroppedResponses - before.DroppedResponses
+			}
+			require.Positive(t, dropped, "attempts of B the proxy dropped")
+			if tc.readback {
+				select {
+				case err := <-bErr:
+					t.Fatalf("B called back before its fence: %v", err)
+				default:
+				}
+			}
+			cRec := &producer.Record{Topic: topic, Value: []byte("C")}
+			require.NoError(t, p.ProduceSync(ctx, cRec).FirstErr())
+			var errB error
+			select {
+			case errB = <-bErr:
+			case <-ctx.Done():
+				t.Fatal("B never called back")
+			}
+			logB := offsetsOf(t, c, topic, "B")
+			outcome, verr := checkSettled(errB, b, logB)
+			t.Logf("%s: %d attempts dropped; B: %v; log has B at %v; C at %d; hook %+v", name, dropped, errB, logB, cRec.Offset, rb.all())
+
+			// The fault did what it says, whatever the producer tells.
+			if tc.fault == "request" {
+				require.Empty(t, logB, "a swallowed request reached the log")
+			} else {
+				require.Equal(t, []int64{5}, logB, "a request whose answer was lost is in the log once")
+			}
+			if !tc.readback {
+				require.ErrorIs(t, verr, errFateUnknown, "with read-back off the check must see the fate unknown")
+				return
+			}
+			require.NoError(t, verr)
+			st := p.Stats().Readback
+			infos := rb.all()
+			require.Len(t, infos, 1)
+			require.Equal(t, int64(5), infos[0].From, "K: the end of the last acknowledgement before B")
+			require.Equal(t, cRec.Offset, infos[0].Fence)
+			if tc.fault == "request" {
+				require.Equal(t, "not written", outcome)
+				require.Equal(t, int64(1), st.NotWritten)
+				require.Equal(t, producer.ReadbackNotWritten, infos[0].Outcome)
+				require.Equal(t, int64(5), cRec.Offset)
+			} else {
+				require.Equal(t, "written", outcome)
+				require.Equal(t, int64(1), st.Written)
+				require.Equal(t, producer.ReadbackWritten, infos[0].Outcome)
+				require.Equal(t, []int64{5}, infos[0].Offsets)
+				require.Equal(t, int64(6), cRec.Offset)
+			}
+		})
+	}
+}
+
+// errFateUnknown is checkSettled's verdict on a callback that left the
+// record's fate unknown.
+var errFateUnknown = errors.New("fate unknown")
+
+// checkSettled judges a record's callback error err against logOffsets,
+// the offsets where the log holds the record: "written" when it
+// succeeded at the one offset the log holds it at, "not written" when it
+// got ErrNotWritten and the log holds no copy. Any other answer is an
+// error: errFateUnknown when the callback left the fate unknown, another
+// when the callback contradicts the log.
+func checkSettled(err error, r *producer.Record, logOffsets []int64) (string, error) {
+	switch {
+	case producer.IsFateUnknown(err):
+		return "", fmt.Errorf("%w: %v", errFateUnknown, err)
+	case err == nil:
+		if len(logOffsets) != 1 || logOffsets[0] != r.Offset {
+			return "", fmt.Errorf("called back written at %d, the log holds it at %v", r.Offset, logOffsets)
+		}
+		return "written", nil
+	case errors.Is(err, producer.ErrNotWritten):
+		if len(logOffsets) != 0 {
+			return "", fmt.Errorf("called back not written, the log holds it at %v", logOffsets)
+		}
+		return "not written", nil
+	default:
+		return "", fmt.Errorf("called back with %v", err)
+	}
+}
+
+// offsetsOf reads all of partition 0 of topic (up to its log end offset)
+// with an independent consumer and returns the offsets of the records
+// whose value is value.
+func offsetsOf(t *testing.T, c *Cluster, topic, value string) []int64 {
+	t.Helper()
+	end := c.EndOffsets(t, topic, 1)[0]
+	var at []int64
+	for _, r := range c.Consume(t, topic, int(end), 30*time.Second)[0] {
+		if string(r.Value) == value {
+			at = append(at, r.Offset)
+		}
+	}
+	return at
 }

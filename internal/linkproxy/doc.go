@@ -8,8 +8,11 @@
 // forwards every accepted connection to a target address, dialled when the
 // connection is accepted (so the target may start after the proxy).
 // [Proxy.SetDelay] changes the one-way delay, [Proxy.CutAll] and
-// [Proxy.CutRandomly] close proxied connections, [Proxy.Close] stops
-// everything.
+// [Proxy.CutRandomly] close proxied connections, [Proxy.DropRequests]
+// and [Proxy.DropResponses] swallow chosen Kafka requests or their
+// responses and cut the connection that carried them (the proxy follows
+// Kafka's size-prefixed framing in each direction for this), and
+// [Proxy.Close] stops everything.
 //
 // # Delay model
 //

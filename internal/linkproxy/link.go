@@ -21,10 +21,12 @@ const (
 var bufPool = sync.Pool{New: func() any { b := make([]byte, ChunkSize); return &b }}
 
 // chunk is bytes read at one instant that may be written at release.
+// A chunk with cut set carries no bytes: at release the link is cut.
 type chunk struct {
 	buf     *[]byte
 	n       int
 	release time.Time
+	cut     bool
 }
 
 // link is one proxied connection: client side c, target side t.
@@ -33,9 +35,18 @@ type link struct {
 	c, t    net.Conn
 	cutOnce sync.Once
 	isCut   atomic.Bool
+	// requests and responses follow the Kafka frames of each direction.
+	requests, responses *framer
 }
 
-func newLink(p *Proxy, c, t net.Conn) *link { return &link{p: p, c: c, t: t} }
+func newLink(p *Proxy, c, t net.Conn) *link {
+	m := &marks{}
+	return &link{
+		p: p, c: c, t: t,
+		requests:  newFramer(false, &p.dropReq, &p.dropResp, m, &p.droppedRq),
+		responses: newFramer(true, &p.dropReq, &p.dropResp, m, &p.droppedRs),
+	}
+}
 
 // cut closes both sides; the pumps see errors and exit.
 func (l *link) cut() {
@@ -60,7 +71,8 @@ func (l *link) run() {
 // each chunk with read time + delay and queues it; this goroutine writes
 // chunks in order once their release time has passed. Because the stamp is
 // taken at read time, chunks in flight overlap their delays instead of
-// adding them up.
+// adding them up. The reader follows the Kafka frames of its direction
+// (framer) to carry out DropRequests and DropResponses.
 //
 // On EOF from src the queued bytes are still delivered and dst is
 // half-closed, as a real link would. On any other error, or a write error,
@@ -68,15 +80,33 @@ func (l *link) run() {
 func (l *link) pump(src, dst net.Conn, counter *atomic.Int64) {
 	q := make(chan chunk, MaxQueuedChunks)
 	readErr := make(chan error, 1)
+	f := l.responses
+	if src == l.c {
+		f = l.requests
+	}
 	go func() {
 		defer close(q)
+		var carry [requestHeader]byte
+		held := 0
 		for {
 			bp := bufPool.Get().(*[]byte)
-			n, err := src.Read(*bp)
+			copy(*bp, carry[:held])
+			n, err := src.Read((*bp)[held:])
+			n += held
+			fwd, cut := n, false
 			if n > 0 {
-				q <- chunk{buf: bp, n: n, release: time.Now().Add(time.Duration(l.p.delay.Load()))}
+				fwd, held, cut = f.scan((*bp)[:n], err != nil)
+				copy(carry[:], (*bp)[n-held:n])
+			}
+			release := time.Now().Add(time.Duration(l.p.delay.Load()))
+			if fwd > 0 {
+				q <- chunk{buf: bp, n: fwd, release: release}
 			} else {
 				bufPool.Put(bp)
+			}
+			if cut {
+				q <- chunk{cut: true, release: release}
+				return
 			}
 			if err != nil {
 				readErr <- err
@@ -96,7 +126,9 @@ func (l *link) pump(src, dst net.Conn, counter *atomic.Int64) {
 	writeFailed := false
 	for ch := range q {
 		if writeFailed {
-			bufPool.Put(ch.buf)
+			if ch.buf != nil {
+				bufPool.Put(ch.buf)
+			}
 			continue // drain so the reader can exit
 		}
 		if time.Until(ch.release) > 0 {
@@ -107,6 +139,11 @@ func (l *link) pump(src, dst net.Conn, counter *atomic.Int64) {
 				}
 			}
 			w.wait(ch.release)
+		}
+		if ch.cut {
+			writeFailed = true
+			l.cut()
+			continue
 		}
 		start := time.Now()
 		if late := start.Sub(ch.release); late > 0 {

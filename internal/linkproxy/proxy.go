@@ -31,7 +31,12 @@ type Proxy struct {
 	// chunk read, never to chunks already queued.
 	delay atomic.Int64
 
+	// dropReq and dropResp are DropRequests and DropResponses.
+	dropReq, dropResp dropRule
+
 	accepted  atomic.Int64
+	droppedRq atomic.Int64
+	droppedRs atomic.Int64
 	cuts      atomic.Int64
 	toTarget  atomic.Int64
 	toClient  atomic.Int64
@@ -75,6 +80,10 @@ type Stats struct {
 	// chunks queued behind it become late: InWrite tells that part of
 	// Late from the proxy's own.
 	InWrite time.Duration
+	// DroppedRequests and DroppedResponses count the requests and the
+	// responses swallowed by [Proxy.DropRequests] and
+	// [Proxy.DropResponses]; the connections they cut are not in Cuts.
+	DroppedRequests, DroppedResponses int64
 }
 
 // New listens on listenAddr (for example "127.0.0.1:0" for a free port)
@@ -150,6 +159,9 @@ func (p *Proxy) Stats() Stats {
 		Chunks:        p.chunks.Load(),
 		Late:          time.Duration(p.late.Load()),
 		InWrite:       time.Duration(p.inWrite.Load()),
+
+		DroppedRequests:  p.droppedRq.Load(),
+		DroppedResponses: p.droppedRs.Load(),
 	}
 }
 
