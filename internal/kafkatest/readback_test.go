@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
@@ -163,17 +164,26 @@ func (l *readbackLog) all() []producer.ReadbackInfo {
 // harness's proxy, a batch B of one record whose every attempt meets a
 // link fault until delivery.timeout.ms fails it with its fate unknown,
 // then a record C, whose batch under the bumped epoch is the fence.
+//
 //   - request: the proxy swallows every Produce request of B and cuts the
 //     connection ([linkproxy.Proxy.DropRequests]): B never reaches the
 //     broker, and read-back settles it ErrNotWritten (not FateUnknown).
+//
 //   - response: the proxy forwards each request and swallows its answer
 //     ([linkproxy.Proxy.DropResponses]): B is in the log, and read-back
 //     settles it written at its offset.
 //
+//   - log-start: the request fault on a producer whose first batch is B,
+//     on a topic where another producer wrote 5 records and DeleteRecords
+//     then moved the log start to 3. With no acknowledgement before B's
+//     first send, K is 0: [0, 3) is unreadable, and B stays unknown with
+//     ErrReadbackLogStart (DESIGN.md, "Read-back": why K has no better
+//     value there).
+//
 // Each outcome is checked against the log, read with an independent kgo
-// consumer (checkSettled). The negative control runs the same faults with
-// read-back off: the same check then reports the fate unknown, so it
-// tells a settled outcome from an unsettled one.
+// consumer (checkSettled). The negative control runs the request and
+// response faults with read-back off: the same check then reports the
+// fate unknown, so it tells a settled outcome from an unsettled one.
 func TestReadbackLinkFaultsOnKafka(t *testing.T) {
 	c := Start(t, Options{})
 	const deliveryTimeout = 3 * time.Second
@@ -181,12 +191,21 @@ func TestReadbackLinkFaultsOnKafka(t *testing.T) {
 		fault    string
 		readback bool
 	}{
-		{"request", true}, {"response", true}, {"request", false}, {"response", false},
+		{"request", true}, {"response", true}, {"log-start", true}, {"request", false}, {"response", false},
 	} {
 		name := fmt.Sprintf("%s/readback=%v", tc.fault, tc.readback)
 		t.Run(name, func(t *testing.T) {
 			topic := fmt.Sprintf("readback-link-%s-%v", tc.fault, tc.readback)
 			c.CreateTopic(t, topic, 1, 1, nil)
+			if tc.fault == "log-start" {
+				w, err := producer.New(producer.BootstrapServers(c.Bootstrap()), producer.Linger(0))
+				require.NoError(t, err)
+				for i := range 5 {
+					require.NoError(t, w.ProduceSync(context.Background(), &producer.Record{Topic: topic, Value: fmt.Appendf(nil, "other-%d", i)}).FirstErr())
+				}
+				require.NoError(t, w.Close(context.Background()))
+				deleteRecords(t, c, topic, 3)
+			}
 			rb := &readbackLog{}
 			p, err := producer.New(
 				producer.BootstrapServers(c.ProxiedBootstrap()),
@@ -203,14 +222,17 @@ func TestReadbackLinkFaultsOnKafka(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			for i := range 5 {
+				if tc.fault == "log-start" {
+					break // B is the producer's first batch
+				}
 				require.NoError(t, p.ProduceSync(ctx, &producer.Record{Topic: topic, Value: fmt.Appendf(nil, "warm-%d", i)}).FirstErr())
 			}
 			bumps := p.Stats().EpochBumps
 			px := c.Proxy(0)
 			before := px.Stats()
-			drop := px.DropResponses
-			if tc.fault == "request" {
-				drop = px.DropRequests
+			drop := px.DropRequests
+			if tc.fault == "response" {
+				drop = px.DropResponses
 			}
 			drop(produceKey, math.MaxInt)
 			defer drop(produceKey, 0)
@@ -253,21 +275,30 @@ func TestReadbackLinkFaultsOnKafka(t *testing.T) {
 			t.Logf("%s: %d attempts dropped; B: %v; log has B at %v; C at %d; hook %+v", name, dropped, errB, logB, cRec.Offset, rb.all())
 
 			// The fault did what it says, whatever the producer tells.
-			if tc.fault == "request" {
-				require.Empty(t, logB, "a swallowed request reached the log")
-			} else {
+			if tc.fault == "response" {
 				require.Equal(t, []int64{5}, logB, "a request whose answer was lost is in the log once")
+			} else {
+				require.Empty(t, logB, "a swallowed request reached the log")
 			}
 			if !tc.readback {
 				require.ErrorIs(t, verr, errFateUnknown, "with read-back off the check must see the fate unknown")
 				return
 			}
-			require.NoError(t, verr)
 			st := p.Stats().Readback
 			infos := rb.all()
 			require.Len(t, infos, 1)
-			require.Equal(t, int64(5), infos[0].From, "K: the end of the last acknowledgement before B")
 			require.Equal(t, cRec.Offset, infos[0].Fence)
+			if tc.fault == "log-start" {
+				require.ErrorIs(t, verr, errFateUnknown)
+				require.ErrorIs(t, errB, producer.ErrReadbackLogStart)
+				require.Equal(t, int64(1), st.LogStart)
+				require.Equal(t, producer.ReadbackUnknown, infos[0].Outcome)
+				require.Equal(t, int64(0), infos[0].From, "K: no acknowledgement before B")
+				require.Equal(t, int64(5), cRec.Offset)
+				return
+			}
+			require.NoError(t, verr)
+			require.Equal(t, int64(5), infos[0].From, "K: the end of the last acknowledgement before B")
 			if tc.fault == "request" {
 				require.Equal(t, "not written", outcome)
 				require.Equal(t, int64(1), st.NotWritten)
@@ -313,17 +344,49 @@ func checkSettled(err error, r *producer.Record, logOffsets []int64) (string, er
 	}
 }
 
-// offsetsOf reads all of partition 0 of topic (up to its log end offset)
-// with an independent consumer and returns the offsets of the records
-// whose value is value.
+// offsetsOf reads all of partition 0 of topic (from its log start to its
+// log end offset) with an independent consumer and returns the offsets of
+// the records whose value is value.
 func offsetsOf(t *testing.T, c *Cluster, topic, value string) []int64 {
 	t.Helper()
 	end := c.EndOffsets(t, topic, 1)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := latestOffsetsRequest(topic, 0)
+	req.Topics[0].Partitions[0].Timestamp = -2 // earliest: the log start
+	resp, err := requestNode(ctx, c.DirectAddr(0), req)
+	require.NoError(t, err)
+	pr := resp.(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+	require.Zero(t, pr.ErrorCode)
 	var at []int64
-	for _, r := range c.Consume(t, topic, int(end), 30*time.Second)[0] {
+	for _, r := range c.Consume(t, topic, int(end-pr.Offset), 30*time.Second)[0] {
 		if string(r.Value) == value {
 			at = append(at, r.Offset)
 		}
 	}
 	return at
+}
+
+// deleteRecords moves the log start of partition 0 of topic to offset
+// (DeleteRecords, on node 0's DIRECT listener: tests of one node).
+func deleteRecords(t *testing.T, c *Cluster, topic string, offset int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	req.TimeoutMillis = 10000
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	rp.Partition, rp.Offset = 0, offset
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := requestNode(ctx, c.DirectAddr(0), req)
+	require.NoError(t, err)
+	for _, tr := range resp.(*kmsg.DeleteRecordsResponse).Topics {
+		for _, pr := range tr.Partitions {
+			require.Zero(t, pr.ErrorCode, "DeleteRecords: %v", kerr.ErrorForCode(pr.ErrorCode))
+			require.Equal(t, offset, pr.LowWatermark)
+		}
+	}
 }
