@@ -326,6 +326,9 @@ type ctLedger struct {
 	// send, one each, so every transaction's offset is its own.
 	input int32
 	wg    sync.WaitGroup // one per record until its callback
+	// failed, if set, learns that a record of x produced by p failed
+	// (outside the ledger's lock).
+	failed func(p *Producer, x *ctTxn)
 }
 
 // begin adds a transaction named name.
@@ -354,7 +357,11 @@ func (l *ctLedger) produce(p *Producer, x *ctTxn, part int32, n int) {
 			rr.err = err
 			rr.done = time.Now()
 			calls := rr.calls
+			failed := l.failed
 			l.mu.Unlock()
+			if err != nil && failed != nil {
+				failed(p, x)
+			}
 			if calls == 1 {
 				l.wg.Done()
 			}

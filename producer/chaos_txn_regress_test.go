@@ -13,10 +13,14 @@ import (
 // transaction is answered (txnEndEarly), the idempotent recovery (an
 // epoch bump, renumbering, a rewind) run inside a transaction
 // (txnRecovers), a commit after a failed record (txnCommitAfterFailed),
-// and the first-batch gate not re-armed at the transaction version 2
+// the first-batch gate not re-armed at the transaction version 2
 // epoch bump on a Kafka 4.0-like cluster (txnGateNeverRearmed; its
-// schedules all run there). TestChaosTransactions passes the same
-// schedules without them.
+// schedules all run there), an abort-only transaction that goes on
+// sending its retries and split halves (txnSendsAbortOnly: ctWire sees
+// a Produce request written after the moment), and Produce above v11
+// inside a version 1 transaction (txnTV1Uncapped; its schedules all run
+// version 1 on Kafka 4.4-like nodes: ctWire sees the version).
+// TestChaosTransactions passes the same schedules without them.
 func TestChaosTxnFindsEachBug(t *testing.T) {
 	needRegress(t)
 	const limit = 2000
@@ -29,6 +33,8 @@ func TestChaosTxnFindsEachBug(t *testing.T) {
 		{"txnRecovers", txnRecovers, nil},
 		{"txnCommitAfterFailed", txnCommitAfterFailed, nil},
 		{"txnGateNeverRearmed", txnGateNeverRearmed, func(s *ctSchedule) { s.tv, s.kafka40 = 2, true }},
+		{"txnSendsAbortOnly", txnSendsAbortOnly, nil},
+		{"txnTV1Uncapped", txnTV1Uncapped, func(s *ctSchedule) { s.tv, s.kafka40, s.kafka24 = 1, false, false }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -2,9 +2,11 @@ package producer
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"sort"
 	"strconv"
@@ -573,6 +575,7 @@ type ctRun struct {
 
 	mu         sync.Mutex
 	producers  []*Producer
+	wires      map[*Producer]*ctWire
 	violations []string
 	zombie     bool      // the zombie of "a" took over
 	quiet      time.Time // when the last stall ends
@@ -607,6 +610,102 @@ func (r *ctRun) violate(format string, args ...any) {
 	r.violations = append(r.violations, fmt.Sprintf(format, args...))
 }
 
+// ctWire watches the requests one producer writes to its connections,
+// where they leave it (the broker may read them later: a stall, a
+// throttle): once its open transaction turned abort-only (a record of it
+// failed, or AbortTransaction was called), no Produce request may be
+// written until the next BeginTransaction, at a later instant than that
+// (in flight at that moment is sent before it); and inside a version 1
+// transaction no Produce above v11 (protocol.MaxTV1ProduceVersion).
+type ctWire struct {
+	r    *ctRun
+	name string // the producer's script name and instance
+
+	mu    sync.Mutex
+	cur   *ctTxn    // the transaction open on the producer
+	since time.Time // when cur turned abort-only; zero: not
+	seen  int       // Produce requests written since then (reported once)
+}
+
+// begin notes x as the producer's open transaction.
+func (w *ctWire) begin(x *ctTxn) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.cur, w.since, w.seen = x, time.Time{}, 0
+}
+
+// abortOnly notes that x turned abort-only now, unless it did before.
+func (w *ctWire) abortOnly(x *ctTxn) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cur == x && w.since.IsZero() {
+		w.since = time.Now()
+	}
+}
+
+// request checks one request written: its API key and version.
+func (w *ctWire) request(key, version int16) {
+	if key != 0 {
+		return
+	}
+	if w.r.s.tv == 1 && version > 11 {
+		w.r.violate("tv1: %s wrote Produce v%d inside a version 1 transaction", w.name, version)
+	}
+	w.mu.Lock()
+	x, since := w.cur, w.since
+	late := !since.IsZero() && time.Now().After(since)
+	if late {
+		w.seen++
+	}
+	first := late && w.seen == 1
+	w.mu.Unlock()
+	if first {
+		w.r.violate("drain: %s wrote a Produce request %v after its transaction %s turned abort-only",
+			w.name, time.Since(since), x.name)
+	}
+}
+
+// dial wraps dial's connections so that w sees what they write.
+func (w *ctWire) dial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &ctWireConn{Conn: c, w: w}, nil
+	}
+}
+
+// ctWireConn splits what is written into request frames (a 4-byte size,
+// then the API key and version), keeping only each frame's first 8 bytes.
+type ctWireConn struct {
+	net.Conn
+	w    *ctWire
+	hdr  [8]byte
+	have int // bytes of hdr filled
+	skip int // bytes left of the current frame after hdr
+}
+
+func (c *ctWireConn) Write(b []byte) (int, error) {
+	for rest := b; len(rest) > 0; {
+		if c.skip > 0 {
+			k := min(c.skip, len(rest))
+			c.skip -= k
+			rest = rest[k:]
+			continue
+		}
+		k := copy(c.hdr[c.have:], rest)
+		c.have += k
+		rest = rest[k:]
+		if c.have == len(c.hdr) {
+			c.have = 0
+			c.skip = int(binary.BigEndian.Uint32(c.hdr[0:4])) - 4
+			c.w.request(int16(binary.BigEndian.Uint16(c.hdr[4:6])), int16(binary.BigEndian.Uint16(c.hdr[6:8])))
+		}
+	}
+	return c.Conn.Write(b)
+}
+
 // newProducer starts a producer of transactional id id and initializes
 // it; nil if it could not be.
 func (r *ctRun) newProducer(id string, k int) *Producer {
@@ -614,7 +713,8 @@ func (r *ctRun) newProducer(id string, k int) *Producer {
 	if r.s.moved {
 		boot = r.c.Addrs()
 	}
-	p, err := New(BootstrapServers(boot...), Dialer(r.n.Dial), Linger(time.Millisecond),
+	w := &ctWire{r: r, name: fmt.Sprintf("producer %d of %s", k, id)}
+	p, err := New(BootstrapServers(boot...), Dialer(w.dial(r.n.Dial)), Linger(time.Millisecond),
 		RetryBackoff(5*time.Millisecond), RetryBackoffMax(50*time.Millisecond),
 		RequestTimeout(chaosReqTimeout), DeliveryTimeout(chaosDelivery),
 		MaxInFlightRequestsPerConnection(20), BatchSize(512),
@@ -627,6 +727,7 @@ func (r *ctRun) newProducer(id string, k int) *Producer {
 	}
 	r.mu.Lock()
 	r.producers = append(r.producers, p)
+	r.wires[p] = w
 	r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), ctOpTimeout)
 	defer cancel()
@@ -684,6 +785,7 @@ func (r *ctRun) script(sc ctScript, k int) {
 // whether p can go on (not fenced, not failed).
 func (r *ctRun) runTxn(p *Producer, name string, plan ctPlan) bool {
 	x := r.led.begin(name)
+	r.wire(p).begin(x)
 	if err := p.BeginTransaction(); err != nil {
 		r.led.set(func() { x.end, x.err = ctFailed, err })
 		return r.judgeDead(name, "BeginTransaction", err)
@@ -748,8 +850,16 @@ func (r *ctRun) retried(f func(ctx context.Context) error) error {
 	return err
 }
 
+// wire is p's ctWire.
+func (r *ctRun) wire(p *Producer) *ctWire {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.wires[p]
+}
+
 // abortTxn aborts x on p.
 func (r *ctRun) abortTxn(p *Producer, x *ctTxn) bool {
+	r.wire(p).abortOnly(x)
 	err := r.retried(func(ctx context.Context) error { return p.AbortTransaction(ctx) })
 	if err == nil {
 		r.led.set(func() { x.end = ctAborted })
@@ -899,7 +1009,8 @@ func runTxnSchedule(t *testing.T, s *ctSchedule) ([]string, ctCoverage) {
 	c.SetLenientTransactionStart(s.kafka40)
 	require.NoError(t, c.SetTransactionVersion(s.tv))
 	c.SetMarkerDelay(s.markerDelay)
-	r := &ctRun{t: t, s: s, c: c, n: n, led: &ctLedger{}}
+	r := &ctRun{t: t, s: s, c: c, n: n, led: &ctLedger{}, wires: map[*Producer]*ctWire{}}
+	r.led.failed = func(p *Producer, x *ctTxn) { r.wire(p).abortOnly(x) }
 	var scripts sync.WaitGroup
 	for k, sc := range s.scripts {
 		scripts.Add(1)
@@ -971,6 +1082,7 @@ func runTxnSchedule(t *testing.T, s *ctSchedule) ([]string, ctCoverage) {
 			continue
 		}
 		x := r.led.begin("t" + id + "0.0")
+		r.wire(p).begin(x)
 		if err := p.BeginTransaction(); err != nil {
 			r.violate("liveness: the tail transaction of %s: BeginTransaction: %v", id, err)
 			r.led.set(func() { x.end, x.err = ctFailed, err })

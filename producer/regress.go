@@ -83,6 +83,10 @@ const (
 	// CommitTransaction commits after a failed record: the driver hides
 	// record failures from the core.
 	txnCommitAfterFailed
+	// A transaction that can only be aborted goes on sending: its
+	// batches waiting for retry and the halves of its splits are sent
+	// again, and a batch answered with a retriable error is retried.
+	txnSendsAbortOnly
 
 	numKnobs
 )

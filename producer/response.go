@@ -167,7 +167,7 @@ func (s *sender) batchRejected(b *batch, v judge.Verdict, cause error, hint curr
 		return
 	}
 	if s.txn != nil {
-		v = s.txn.noRecovery(v)
+		v, cause = s.txn.noRecovery(v, cause)
 	}
 	s.cfg.hooks.batchRejected(s, -1, b, cause, v.Act == judge.ActRetry || v.Act == judge.ActSplit)
 	if tooLargeAnswer(cause) && len(b.bytes) > 0 {

@@ -181,9 +181,16 @@ func (d *txnDriver) failedUncounted(cause error) {
 // or rewind (under version 1 a bump would abort the open transaction at
 // the coordinator while the producer went on). The failed record makes
 // the transaction abort-only; its abort bumps the epoch.
-func (d *txnDriver) noRecovery(v judge.Verdict) judge.Verdict {
+//
+// A transaction that can only be aborted sends nothing again: a batch
+// the verdict would retry or split fails instead, with drainCause.
+func (d *txnDriver) noRecovery(v judge.Verdict, cause error) (judge.Verdict, error) {
+	if d.abortOnly() && (v.Act == judge.ActRetry || v.Act == judge.ActSplit) && !d.s.cfg.regress.on(txnSendsAbortOnly) {
+		v.Act = judge.ActFail
+		cause = d.drainCause(cause)
+	}
 	if d.s.cfg.regress.on(txnRecovers) {
-		return v
+		return v, cause
 	}
 	if v.Bump || v.NewID {
 		v.Bump, v.NewID = false, false
@@ -192,7 +199,32 @@ func (d *txnDriver) noRecovery(v judge.Verdict) judge.Verdict {
 		}
 	}
 	v.Rewind = false
-	return v
+	return v, cause
+}
+
+// abortOnly reports whether the transaction can only end in an abort (or
+// the producer is fenced or failed): nothing of it is sent from then on.
+func (d *txnDriver) abortOnly() bool {
+	switch d.core.state {
+	case txnAbortableError, txnAborting, txnFenced, txnFatalError:
+		return true
+	}
+	return false
+}
+
+// drainCause is the error of a sent batch that an abort-only transaction
+// fails instead of sending it again: the transaction's error (an abort
+// without one: ErrTransactionAborted), and own, the batch's last error,
+// if any.
+func (d *txnDriver) drainCause(own error) error {
+	err := d.core.err
+	if err == nil {
+		err = &txnError{class: ErrTransactionAborted, msg: "AbortTransaction dropped the record before it was sent again"}
+	}
+	if own == nil {
+		return err
+	}
+	return fmt.Errorf("%w (last error: %w)", err, own)
 }
 
 // produceVersionCap is the highest Produce version the open transaction
@@ -308,8 +340,10 @@ func (d *txnDriver) abort(call *txnCall) {
 }
 
 // dropUnsent fails every record of the producer not sent yet with cause:
-// records waiting for metadata, open, sealed and queued batches. Batches
-// in flight or waiting for retry are left to be answered.
+// records waiting for metadata, open, sealed and queued batches; and the
+// sent batches waiting to be sent again (retries, the halves of a split),
+// with drainCause. Batches in flight are left to be answered. Callbacks
+// keep their order within a partition (finish).
 func (d *txnDriver) dropUnsent(cause error) {
 	s := d.s
 	p := s.p
@@ -321,6 +355,10 @@ func (d *txnDriver) dropUnsent(cause error) {
 		clear(t.waiting)
 		t.waiting = t.waiting[:0]
 		for _, ps := range t.parts {
+			for len(ps.retry) > 0 && !s.cfg.regress.on(txnSendsAbortOnly) {
+				b := ps.retry[0]
+				s.failBatch(b, d.drainCause(b.lastErr), b.maybeWritten)
+			}
 			s.takeUnsentLocked(ps)
 			for len(ps.queue) > 0 {
 				s.failBatch(s.popQueue(ps), cause, false)
