@@ -35,8 +35,8 @@ func (p *Proxy) DropRequests(key int16, n int) { p.dropReq.set(key, n) }
 // bytes are never delivered, its connection is cut just before the
 // first of them, after everything the target sent before it. The target
 // handles the request; its client never hears of it. n <= 0 turns it off
-// for requests not yet forwarded (a forwarded one still loses its
-// response); a call replaces the previous setting.
+// for the requests forwarded from then on; a call replaces the previous
+// setting.
 // [Stats].DroppedResponses counts the responses dropped. Framing as for
 // [Proxy.DropRequests].
 func (p *Proxy) DropResponses(key int16, n int) { p.dropResp.set(key, n) }
