@@ -45,6 +45,33 @@ func createACLs(t *testing.T, c *Cluster, principal, topic string, ops ...kmsg.A
 	for _, res := range r.(*kmsg.CreateACLsResponse).Results {
 		require.Zero(t, res.ErrorCode, "CreateACLs: %v", res.ErrorMessage)
 	}
+	// CreateACLs answers once the controller committed the bindings; the
+	// broker's authorizer applies them from the metadata log a moment
+	// later (before, a producer's InitProducerId could be refused with
+	// CLUSTER_AUTHORIZATION_FAILED). DescribeACLs is answered by that
+	// authorizer: wait until it shows them all.
+	for {
+		d := kmsg.NewPtrDescribeACLsRequest()
+		d.ResourceType = kmsg.ACLResourceTypeTopic
+		d.ResourceName = kmsg.StringPtr(topic)
+		d.ResourcePatternType = kmsg.ACLResourcePatternTypeLiteral
+		d.Principal = kmsg.StringPtr(principal)
+		d.Operation = kmsg.ACLOperationAny
+		d.PermissionType = kmsg.ACLPermissionTypeAllow
+		r, err := conn.Do(ctx, d)
+		require.NoError(t, err)
+		dr := r.(*kmsg.DescribeACLsResponse)
+		require.Zero(t, dr.ErrorCode, "DescribeACLs")
+		seen := 0
+		for _, res := range dr.Resources {
+			seen += len(res.ACLs)
+		}
+		if seen >= len(ops) {
+			return
+		}
+		require.NoError(t, ctx.Err(), "the ACLs never reached the broker's authorizer")
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // TestReadbackOnKafka: Kafka 4.4 with the StandardAuthorizer and a
