@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
+	"github.com/longhaul-kafka/longhaul/protocol"
 )
 
 // The tests of DESIGN.md's "Abort-only" rule: once a transaction can only
@@ -225,5 +226,81 @@ func TestTxnAbortOnlyNoSplitHalf(t *testing.T) {
 				})
 			})
 		}
+	}
+}
+
+// TestTxnLateAppendRefused: a request of an aborted transaction that
+// reaches the partition's leader after the abort marker (sent before the
+// abort, its answer given up on) appends nothing and leaves no
+// transaction open there, as Kafka refuses it: under version 2 its epoch
+// is below the marker's (INVALID_PRODUCER_EPOCH); under version 1, with
+// the same epoch, the partition is in no ongoing transaction (KIP-890
+// part 1 verification: TRANSACTION_ABORTABLE from Produce v11), and
+// after the epoch bump that follows an abort with a failed record its
+// epoch is fenced (INVALID_PRODUCER_EPOCH).
+func TestTxnLateAppendRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tv   int16
+		bump bool // version 1: a record failed, the abort ends with a bump
+		want error
+	}{
+		{"TV2", 2, false, kerr.InvalidProducerEpoch},
+		{"TV1", 1, false, kerr.TransactionAbortable},
+		{"TV1/bumped", 1, true, kerr.InvalidProducerEpoch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const topic = "late"
+			c, err := broker.Start(broker.Config{Nodes: 3, Topics: []broker.TopicConfig{{Name: topic, Partitions: 2}}})
+			require.NoError(t, err)
+			t.Cleanup(func() { c.Close() })
+			require.NoError(t, c.SetTransactionVersion(tc.tv))
+			var cfg protocol.DialConfig
+			if tc.tv == 1 {
+				cfg.MaxVersions = map[int16]int16{0: protocol.MaxTV1ProduceVersion}
+			}
+			d := newTxnWireDriver(t, c.Addr(), cfg, topic, 2)
+			require.NoError(t, d.core.initTransactions())
+			require.NoError(t, d.until(txnOpInit))
+			require.NoError(t, d.core.begin(int(tc.tv)))
+			tp := protocol.TopicPartition{Topic: topic, Partition: 0}
+			require.NoError(t, d.produce(tp, "a"))
+			// The late request: the next batch of the transaction, as it
+			// was sent before the abort.
+			var bb protocol.BatchBuilder
+			bb.Append(time.Now().UnixMilli(), nil, []byte("late"), nil)
+			late, err := bb.Build(nil, protocol.BatchHeader{ProducerID: d.core.id, ProducerEpoch: d.core.epoch,
+				BaseSequence: d.seq[tp], Transactional: true})
+			require.NoError(t, err)
+			if tc.bump {
+				c.InjectError(topic, 1, kerr.InvalidRecord.Code, 1)
+				require.ErrorIs(t, d.produce(protocol.TopicPartition{Topic: topic, Partition: 1}, "bad"), kerr.InvalidRecord)
+				require.True(t, d.core.bumpAfterAbort)
+			}
+			epoch := d.core.epoch
+			_, err = d.core.abort()
+			require.NoError(t, err)
+			require.NoError(t, d.until(txnOpAbort))
+			require.Eventually(t, func() bool { // markers written (the bump leaves it Empty)
+				info, ok := c.Transaction(d.txnID)
+				return ok && (info.State == "CompleteAbort" || info.State == "Empty")
+			}, 10*time.Second, time.Millisecond)
+			if tc.tv == 2 || tc.bump {
+				require.Greater(t, d.core.epoch, epoch, "the abort bumped the epoch")
+			}
+
+			req := &protocol.ProduceRequest{TransactionalID: &d.txnID, Acks: -1, Timeout: 10 * time.Second}
+			req.Add(topic, d.topicIDs[topic], 0, late)
+			var res protocol.ProduceResult
+			ch := make(chan error, 1)
+			d.leaders[tp].Produce(req, &res, 10*time.Second, func(err error) { ch <- err })
+			require.NoError(t, <-ch)
+			require.ErrorIs(t, kerr.ErrorForCode(res.Partitions[0].ErrorCode), tc.want)
+			for _, r := range c.Records(topic, 0) {
+				require.NotEqual(t, "late", string(r.Value), "the late batch appended")
+			}
+			require.Equal(t, c.LogEndOffset(topic, 0), c.LastStableOffset(topic, 0), "no transaction left open")
+			require.Empty(t, committedValues(c, topic, 0))
+		})
 	}
 }
