@@ -304,3 +304,49 @@ func TestTxnLateAppendRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestTxnAbortDropsRetries: AbortTransaction called while a sent batch
+// waits for retry (no record failed) fails it at once, not sent again,
+// with an error that is both ErrTransactionAborted and its own last
+// error (NOT_ENOUGH_REPLICAS), and returns without waiting for
+// delivery.timeout.ms; the next transaction commits. Negative control
+// (txnSendsAbortOnly): the batch is sent again until delivery.timeout.ms,
+// and the abort waits for it.
+func TestTxnAbortDropsRetries(t *testing.T) {
+	for _, tv := range []int16{1, 2} {
+		for _, bug := range bugCases {
+			t.Run(fmt.Sprintf("TV%d/bug=%v", tv, bug), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					e := newTxnEnv(t, tv, broker.Config{})
+					ctx := context.Background()
+					p := e.producer(bugOpt(t, txnSendsAbortOnly, bug))
+					require.NoError(t, p.BeginTransaction())
+					const refusals = 100000
+					e.c.InjectError("out", 0, kerr.NotEnoughReplicas.Code, refusals)
+					calls := newDrainCalls()
+					calls.produce(p, "out", 0, "a")
+					time.Sleep(300 * time.Millisecond) // a is refused and retried
+					require.Greater(t, refusals-e.c.PendingAnswers("out", 0), 1, "a was sent and retried")
+					start := time.Now()
+					require.NoError(t, p.AbortTransaction(ctx))
+					took := time.Since(start)
+					calls.wg.Wait()
+					if bug {
+						require.Greater(t, took, 10*time.Second, "negative control: the abort waited for a's retries")
+						return
+					}
+					require.Equal(t, start, calls.when("a"), "a failed when AbortTransaction was called")
+					require.Less(t, took, time.Second)
+					require.ErrorIs(t, calls.err("a"), ErrTransactionAborted)
+					require.ErrorIs(t, calls.err("a"), kerr.NotEnoughReplicas, "a's own last error")
+
+					e.c.InjectError("out", 0, 0, 0)
+					require.NoError(t, p.BeginTransaction())
+					require.NoError(t, produceAll(p, "out", 0, "c")()[0])
+					require.NoError(t, p.CommitTransaction(ctx))
+					require.Equal(t, []string{"c"}, e.committed("out", 0))
+				})
+			})
+		}
+	}
+}

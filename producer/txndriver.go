@@ -404,8 +404,9 @@ func (d *txnDriver) maintain(now time.Time) time.Time {
 
 // settle applies the outcomes batch events left, and what a state the
 // core entered asks: abort-only, fenced or failed fails what is not sent
-// (Java aborts the undrained batches too), and Produce fails with the
-// transaction's error from then on.
+// (Java aborts the undrained batches too) and what waits to be sent
+// again (dropUnsent), and Produce fails with the transaction's error from
+// then on.
 func (d *txnDriver) settle() {
 	for i, out := range d.outs {
 		d.take(out)
