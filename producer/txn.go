@@ -112,6 +112,25 @@ const (
 	txnReqEndTxn
 )
 
+// api names the request kind for logs and errors.
+func (k txnReqKind) api() txnAPI {
+	switch k {
+	case txnReqFindCoordinator:
+		return txnAPIFindCoordinator
+	case txnReqInitProducerID:
+		return txnAPIInitProducerID
+	case txnReqAddPartitions:
+		return txnAPIAddPartitions
+	case txnReqAddOffsets:
+		return txnAPIAddOffsets
+	case txnReqTxnOffsetCommit:
+		return txnAPITxnOffsetCommit
+	case txnReqEndTxn:
+		return txnAPIEndTxn
+	}
+	return txnAPI(255)
+}
+
 // txnRequest is the one transactional request to send now.
 type txnRequest struct {
 	kind txnReqKind

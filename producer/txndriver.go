@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/longhaul-kafka/longhaul/producer/internal/judge"
 	"github.com/longhaul-kafka/longhaul/protocol"
 )
@@ -142,6 +144,9 @@ func (d *txnDriver) done(b *batch, err error) {
 	tp := txnTP(b.part)
 	if d.s.cfg.regress.on(txnCommitAfterFailed) {
 		err = nil
+	}
+	if err != nil {
+		d.s.p.log.Debug("transactional batch failed", "topic", tp.Topic, "partition", tp.Partition, "seq", b.seq, "attempts", b.attempts, "err", err)
 	}
 	var out txnOutcome
 	var cerr error
@@ -549,6 +554,8 @@ func (d *txnDriver) rearmGate(ps *partitionState) bool {
 func (d *txnDriver) send(req txnRequest) {
 	d.busy = true
 	s := d.s
+	s.p.log.Debug("transactional request", "api", req.kind.api(), "producer_id", req.producer.ProducerID, "epoch", req.producer.Epoch,
+		"key", req.key, "commit", req.commit, "partitions", len(req.partitions), "coordinator", d.coordAddr)
 	switch req.kind {
 	case txnReqFindCoordinator:
 		s.runControl(func(ctx context.Context, c *protocol.Conn) (func(), error) {
@@ -566,6 +573,7 @@ func (d *txnDriver) send(req txnRequest) {
 				return nil, err
 			}
 			return func() {
+				d.logAnswer(req.kind, res.ErrorCode, "producer_id", res.ProducerID, "epoch", res.Epoch)
 				out, err := d.core.onInit(res)
 				d.answered(out, err, func() { d.identity(true, true) })
 			}, nil
@@ -576,7 +584,17 @@ func (d *txnDriver) send(req txnRequest) {
 			if err != nil {
 				return nil, err
 			}
-			return func() { d.answered(d.core.onAddPartitions(res)) }, nil
+			return func() {
+				code := int16(0)
+				for _, r := range res {
+					if r.ErrorCode != 0 {
+						code = r.ErrorCode
+						break
+					}
+				}
+				d.logAnswer(req.kind, code)
+				d.answered(d.core.onAddPartitions(res))
+			}, nil
 		})
 	case txnReqAddOffsets:
 		d.run(false, req.kind, func(ctx context.Context, c *protocol.Conn) (func(), error) {
@@ -584,7 +602,10 @@ func (d *txnDriver) send(req txnRequest) {
 			if err != nil {
 				return nil, err
 			}
-			return func() { d.answered(d.core.onAddOffsets(code)) }, nil
+			return func() {
+				d.logAnswer(req.kind, code)
+				d.answered(d.core.onAddOffsets(code))
+			}, nil
 		})
 	case txnReqTxnOffsetCommit:
 		d.run(true, req.kind, func(ctx context.Context, c *protocol.Conn) (func(), error) {
@@ -601,12 +622,22 @@ func (d *txnDriver) send(req txnRequest) {
 				return nil, err
 			}
 			return func() {
+				d.logAnswer(req.kind, res.ErrorCode, "producer_id", res.ProducerID, "epoch", res.Epoch)
 				tv := d.core.tv
 				out, err := d.core.onEndTxn(res)
 				d.answered(out, err, func() { d.identity(false, tv == 2) })
 			}, nil
 		})
 	}
+}
+
+// logAnswer logs a coordinator's answer at debug level, with its error
+// code's error when there is one.
+func (d *txnDriver) logAnswer(kind txnReqKind, code int16, attrs ...any) {
+	if code != 0 {
+		attrs = append(attrs, "err", kerr.ErrorForCode(code))
+	}
+	d.s.p.log.Debug("transactional answer", append([]any{"api", kind.api()}, attrs...)...)
 }
 
 // answered applies the core's outcome of an answer; onRenumber runs when

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,15 +41,21 @@ func (m txnMatrixCluster) name() string {
 	return fmt.Sprintf("%s-TV%d", m.release.version(), m.tv)
 }
 
-// txnMatrix returns the clusters to run. In CI: Kafka 4.4 with the agent
-// under transaction version 2 (windows 5, 20, 50) and, of the
-// compatibility releases under version 1, the most different one, 2.4
-// (the oldest, ZooKeeper, before KIP-360). Kafka 4.4 with the agent
-// formatted at transaction version 1, 4.0 (formatted at version 1), 3.9
-// and 2.8 run with
-// LONGHAUL_LONG=1, or those in LONGHAUL_TXN_RELEASES (comma-separated
-// versions, "4.4.0" running both of its clusters, or cluster names as
-// the subtests have them, "4.4.0-TV1").
+// txnMatrix returns the clusters to run. In CI all of them, each for a
+// protocol difference: Kafka 4.4 with the agent under transaction version
+// 2 (windows 5, 20, 50) and under version 1 (Produce capped at v11 below
+// the agent's v14: every window stays at 5), and the compatibility
+// releases under version 1: 4.0 (formatted at version 1: it offers
+// Produce v12, EndTxn v5 and TxnOffsetCommit v5, which version 1 must not
+// use), 3.9 (KRaft; the partition verification of KIP-890 part 1, from
+// 3.6; Produce v11, InitProducerId v5), 2.8 (ZooKeeper; AddPartitionsToTxn
+// v3, the first flexible one, and InitProducerId v4: PRODUCER_FENCED,
+// KIP-588) and 2.4 (ZooKeeper; AddPartitionsToTxn v1, EndTxn v1, Produce
+// v8, and InitProducerId v2: no epoch bump before KIP-360, and
+// INVALID_PRODUCER_EPOCH where later releases answer PRODUCER_FENCED). LONGHAUL_TXN_RELEASES (comma-separated
+// versions, "4.4.0" running both of its clusters, or cluster names as the
+// subtests have them, "4.4.0-TV1") runs only those; LONGHAUL_LONG=1 makes
+// each run longer (txnRecords).
 func txnMatrix(t *testing.T) []txnMatrixCluster {
 	tv1 := map[string]int{protocol.FeatureTransactionVersion: 1}
 	all := []txnMatrixCluster{
@@ -64,10 +72,8 @@ func txnMatrix(t *testing.T) []txnMatrixCluster {
 		for _, v := range strings.Split(s, ",") {
 			want[strings.TrimSpace(v)] = true
 		}
-	case os.Getenv("LONGHAUL_LONG") == "1":
-		return all
 	default:
-		want = map[string]bool{Kafka44.version() + "-TV2": true, Kafka24.Version: true}
+		return all
 	}
 	var out []txnMatrixCluster
 	for _, m := range all {
@@ -126,6 +132,17 @@ func TestTxnMatrix(t *testing.T) {
 
 const txnMatrixPartitions = 16
 
+// txnMatrixTimeout is the transactions' timeout (transaction.timeout.ms,
+// and the brokers' transaction.max.timeout.ms): longer than any wait of
+// the test (waitDone's 10 minutes). A transaction open longer than its
+// timeout is aborted by the coordinator under a bumped epoch, which under
+// transaction version 1 fences the producer holding the old one: its next
+// record fails INVALID_PRODUCER_EPOCH and its abort PRODUCER_FENCED, as
+// Java's producer sees it. With 5 minutes that happened once on a loaded
+// machine, where the killed broker took about 7 minutes to restart and the
+// transaction open across the kill did not end before.
+const txnMatrixTimeout = 20 * time.Minute
+
 // txnOutcome is what the producer reported for one transaction.
 type txnOutcome int
 
@@ -147,6 +164,7 @@ type txnRun struct {
 	mu       sync.Mutex
 	errs     map[string]int // abortable errors seen, by text
 	done     atomic.Int64   // transactions ended
+	longest  time.Duration  // the longest transaction, begin to end (mu)
 	stop     atomic.Bool
 	finished chan struct{}
 	fatal    error
@@ -178,13 +196,16 @@ func parseTxnValue(topic, v string) (k, i int, ok bool) {
 func (r *txnRun) run(ctx context.Context) {
 	defer close(r.finished)
 	for k := 0; !r.stop.Load(); k++ {
+		began := time.Now()
 		out, err := r.one(ctx, k)
+		took := time.Since(began)
 		if err != nil {
-			r.fatal = fmt.Errorf("transaction %d: %w", k, err)
+			r.fatal = fmt.Errorf("transaction %d (after %v): %w", k, took.Round(time.Millisecond), err)
 			return
 		}
 		r.mu.Lock()
 		r.outcomes = append(r.outcomes, out)
+		r.longest = max(r.longest, took)
 		r.mu.Unlock()
 		r.done.Add(1)
 	}
@@ -251,16 +272,21 @@ func (r *txnRun) waitDone(t *testing.T, n int64, timeout time.Duration) {
 
 func testTxnMatrixCluster(t *testing.T, m txnMatrixCluster) {
 	agent := m.windows[len(m.windows)-1] > 5
-	o := Options{Nodes: 3, Release: m.release, Features: m.features}
+	// The transactions' timeout outlasts every wait of the test, so a
+	// transaction that stalls fails the test as a stall (waitDone), not as
+	// the coordinator's timeout abort fencing the producer.
+	o := Options{Nodes: 3, Release: m.release, Features: m.features,
+		BrokerConfig: map[string]string{"transaction.max.timeout.ms": strconv.Itoa(int(txnMatrixTimeout.Milliseconds()))}}
 	if !m.release.KRaft() {
 		// A killed broker's registration lasts until its ZooKeeper
 		// session expires; it cannot restart before (below).
-		o.BrokerConfig = map[string]string{"zookeeper.session.timeout.ms": "6000"}
+		o.BrokerConfig["zookeeper.session.timeout.ms"] = "6000"
 	}
 	if agent {
 		o.Agent = AgentOnAll
 	}
 	c := Start(t, o)
+	keepTxnServerLogs(t, c, m.name())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	if m.release.KRaft() && major(m.release.version()) >= 4 {
@@ -296,15 +322,13 @@ func testTxnMatrixCluster(t *testing.T, m txnMatrixCluster) {
 			maxWindow[topic] = 5
 		}
 		r := &txnRun{topic: topic, window: w, txnID: "matrix-" + topic, perTxn: perTxn, errs: map[string]int{}, finished: make(chan struct{})}
-		r.p = newLonghaul(t, c.ProxiedBootstrap(), nil,
+		r.p = newLonghaul(t, c.ProxiedBootstrap(), nil, append(txnDebugLog(t, m.name()+"-"+r.txnID),
 			producer.TransactionalID(r.txnID),
-			// Longer than a failover: a transaction the coordinator timed
-			// out could not commit.
-			producer.TransactionTimeout(5*time.Minute),
+			producer.TransactionTimeout(txnMatrixTimeout),
 			producer.BatchSize(1024), // about 9 records a batch: 11 batches per partition and transaction
 			producer.Linger(time.Millisecond),
 			producer.MaxInFlightRequestsPerConnection(64),
-		)
+		)...)
 		runs = append(runs, r)
 	}
 	for _, r := range runs {
@@ -358,12 +382,13 @@ func testTxnMatrixCluster(t *testing.T, m txnMatrixCluster) {
 	// SIGKILL of the first producer's coordinator, restarted meanwhile.
 	coord := txnCoordinator(t, ctx, c, runs[0].txnID)
 	c.KillNode(int(coord))
+	killed := time.Now()
 	t.Logf("SIGKILL node %d, transaction coordinator of %s, after %d transactions", coord, runs[0].txnID, runs[0].done.Load())
 	if !m.release.KRaft() {
 		waitUnregistered(t, ctx, c, coord)
 	}
 	c.RestartNode(t, int(coord))
-	t.Logf("node %d restarted after %d transactions", coord, runs[0].done.Load())
+	t.Logf("node %d restarted %v after the SIGKILL, after %d transactions", coord, time.Since(killed).Round(time.Millisecond), runs[0].done.Load())
 	waitAll(int64(tail))
 	stopCuts()
 	for _, r := range runs {
@@ -377,7 +402,7 @@ func testTxnMatrixCluster(t *testing.T, m txnMatrixCluster) {
 		}
 		require.NoError(t, r.fatal, "%s", r.topic)
 		w := watches[i]()
-		t.Logf("%s (window %d): %s; abortable or unknown: %v", r.topic, r.window, w, r.errs)
+		t.Logf("%s (window %d): %s; abortable or unknown: %v; longest transaction %v", r.topic, r.window, w, r.errs, r.longest.Round(time.Millisecond))
 		assert.Empty(t, w.violations, "%s: more batches in flight than the learned window", r.topic)
 		if maxWindow[r.topic] > 5 {
 			most := 0
@@ -393,6 +418,40 @@ func testTxnMatrixCluster(t *testing.T, m txnMatrixCluster) {
 		checkTxnLog(t, c, r)
 	}
 	checkFencing(t, ctx, c, runs[0])
+}
+
+// txnDebugLog returns a Logger option writing the producer's debug log
+// (each transactional request and answer, each failed batch) to
+// $LONGHAUL_TXN_LOG/name.log when that directory is set, none otherwise.
+func txnDebugLog(t *testing.T, name string) []producer.Opt {
+	dir := os.Getenv("LONGHAUL_TXN_LOG")
+	if dir == "" {
+		return nil
+	}
+	f, err := os.Create(filepath.Join(dir, name+".log"))
+	require.NoError(t, err)
+	t.Cleanup(func() { f.Close() })
+	return []producer.Opt{producer.Logger(slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug})))}
+}
+
+// keepTxnServerLogs copies every node's server.log to
+// $LONGHAUL_TXN_LOG/<name>-node<i>-server.log when the test fails and that
+// directory is set (the cluster's own directory goes with the test).
+func keepTxnServerLogs(t *testing.T, c *Cluster, name string) {
+	dir := os.Getenv("LONGHAUL_TXN_LOG")
+	if dir == "" {
+		return
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for i, n := range c.nodes {
+			if data, err := os.ReadFile(n.logPath()); err == nil {
+				os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-node%d-server.log", name, i)), data, 0o644)
+			}
+		}
+	})
 }
 
 // createTopicAtController creates a topic of txnMatrixPartitions
