@@ -12,12 +12,48 @@ import (
 	"github.com/longhaul-kafka/longhaul/protocol"
 )
 
+// accumulator holds the records Produce accepted until the sender
+// goroutine takes them: each topic's partitions and the records waiting
+// for them, each partition's open and sealed batches, the lists that tell
+// the sender where to look, the Flush generations and, for a
+// transactional producer, whether Produce may accept at all. One lock
+// guards it, taken once per record by Produce, once per pass by the
+// sender, and by the rare paths that need every partition at once
+// (metadata, Flush, Purge, withdrawal, a transaction's abort, Close):
+// the Producer's own lock, which Stats and the sender's node list take, is
+// not on the per-record path. Why one lock and not one per partition:
+// DESIGN.md, "The accumulator's lock".
+type accumulator struct {
+	mu sync.Mutex // guards the following
+
+	topics     map[string]*topicState
+	pc         produceCache  // Produce's from one record to the next
+	active     []*partBuf    // partitions holding buffered batches (pruned by expire's walks)
+	opened     []openedBatch // open batches in the order they opened, for their linger (sendReady), from openedHead
+	openedHead int
+	sealedIn   []*partBuf // partitions with sealed batches for the sender (partBuf.sealed)
+	closed     bool
+	racks      map[int32]string // each broker's rack, from metadata (partitioner.rack.aware)
+
+	// Flush's bookkeeping (flush.go).
+	gen          uint64        // generation of records accepted now
+	gens         []genCount    // outstanding records per generation, oldest first
+	flushWaiters []flushWaiter // Flush calls waiting
+	flushedGen   uint64        // newest generation a Flush was called for
+	flushed      bool          // flushedGen is set
+
+	// txn is the transaction as Produce sees it (transaction.go); nil
+	// without transactional.id.
+	txn *txnMirror
+}
+
 // topicState is what the producer knows of one topic. Fields are guarded by
-// Producer.mu unless marked.
+// acc.mu unless marked.
 type topicState struct {
 	name    string
 	id      [16]byte          // topic ID from Metadata v10+, for Produce v13+
-	parts   []*partitionState // nil until metadata names the partitions
+	parts   []*partitionState // the sender's half of each partition; nil until metadata names the partitions
+	bufs    []*partBuf        // the accumulator's half, aligned with parts
 	waiting []waitingRecord   // records produced before parts was known
 	lastErr error             // last metadata error for this topic
 	used    time.Time         // last new batch or waiting record, for metadata.max.idle.ms
@@ -55,7 +91,7 @@ const waitingBuffer = 512
 // waitingExtra is what a record waiting for its topic's partitions holds
 // of buffer.memory beyond its size: its share of the batch buffers it will
 // be placed in. Records wait only until metadata comes, and are then
-// placed all at once, under Producer.mu, where no batch can wait for
+// placed all at once, under acc.mu, where no batch can wait for
 // buffer.memory: a batch's growth past its records' bytes is forced then,
 // once per batch, not once per Produce, and with many partitions (a batch
 // each) the producer could hold several times buffer.memory. Held from
@@ -99,23 +135,38 @@ func copyRecordBytes(r *Record) *copiedBytes {
 	return c
 }
 
-// partitionState is one partition's queue. The accumulator side (open,
-// sealed, inActive) is guarded by Producer.mu; the rest belongs to the
-// sender goroutine, which takes sealed batches into its own queue once per
-// pass (takeSealedLocked), so choosing and sending batches takes no lock.
+// partBuf is one partition in the accumulator, as kgo's recBuf: its open
+// batch and the batches sealed since the sender's last pass. Produce, Flush
+// and the sender's pass meet here, so everything in it is under acc.mu;
+// what only the sender goroutine touches is partitionState.
+type partBuf struct {
+	ps *partitionState // the partition's sender half, fixed at creation
+
+	// acc.mu guards the following.
+	open       *batch   // accepting records
+	sealed     []*batch // full or lingered since the sender's last pass, oldest first
+	openGen    uint32   // moves when a batch opens or is sealed: names the open batch (partitionState.lingerHeld)
+	inActive   bool     // listed in accumulator.active
+	inSealedIn bool     // listed in accumulator.sealedIn
+	bigBatches bool     // its last sealed batch used more than keepBuffer bytes; see newBatch
+}
+
+// partitionState is one partition as the sender goroutine keeps it: its
+// queue of sealed batches taken from the accumulator (takeSealedLocked,
+// once per pass), what is in flight and waiting for retry, and its place
+// in the sender's sets. Only the sender goroutine writes it, so choosing
+// and sending batches takes no lock; the atomics are what other
+// goroutines read (the partitioner, Stats).
 type partitionState struct {
 	topic *topicState
 	id    int32
+	buf   *partBuf // the partition's accumulator half, fixed at creation
 
-	// Producer.mu guards the following.
-	open       *batch   // accepting records
-	sealed     []*batch // full or lingered since the sender's last pass, oldest first
-	inActive   bool     // listed in Producer.active
-	inSealedIn bool     // listed in Producer.sealedIn
-	lingerHeld bool     // the open batch lingered while the partition could not send; see sendReady
-	bigBatches bool     // its last sealed batch used more than keepBuffer bytes; see newBatch
+	// lingerHeld is the partBuf.openGen of the open batch the sender
+	// kept open past its linger because the partition could not send (see
+	// sendReady), 0 for none: a batch opened since is looked at afresh.
+	lingerHeld uint32
 
-	// Owned by the sender goroutine.
 	admission     *inflight.Partition // this partition in the limiter, which owns its leader, epoch, window, state and positions
 	pendingLeader int32               // leader to switch to once in-flight batches finish
 	pendingEpoch  int32
@@ -124,7 +175,7 @@ type partitionState struct {
 	member        setBit       // the sender's sets listing it (partSet's own)
 	backoffAt     int          // place in sender.backoffWait + 1, 0 outside (deadlineHeap's own)
 	blockedOn     *nodeState   // listed in blockedOn.blocked
-	queuedPub     atomic.Int32 // len(queue), for the adaptive partitioner (under Producer.mu)
+	queuedPub     atomic.Int32 // len(queue), for the adaptive partitioner
 	nextSeq       int32        // sequence of the next new batch
 	nextOrd       uint64       // ord of the next new batch
 	inflight      []*batch     // sent, sequence order
@@ -215,15 +266,15 @@ var (
 // buffer.memory though no batch here can fill it (a producer of 512-byte
 // batches that took 4 KiB buffers filled buffer.memory with records of a
 // thirtieth of it).
-func newBatch(ps *partitionState, now time.Time, most int) *batch {
+func newBatch(pb *partBuf, now time.Time, most int) *batch {
 	var b *batch
-	if ps.bigBatches {
+	if pb.bigBatches {
 		b, _ = bigBatches.Get().(*batch)
 	}
 	if b == nil {
 		b = smallBatches.Get().(*batch)
 	}
-	b.part = ps
+	b.part = pb.ps
 	b.created = now
 	if b.builder.Cap() > most {
 		b.builder = protocol.BatchBuilder{}
@@ -283,7 +334,7 @@ func recordMemory(r *Record) int {
 }
 
 // produceCache is what Produce keeps from one record to the next. Guarded
-// by Producer.mu.
+// by acc.mu.
 type produceCache struct {
 	// topic is the last record's topic. Most producers write one topic or
 	// a few, and the map lookup hashed the name for every record; a
@@ -322,23 +373,23 @@ func (c *produceCache) now() time.Time {
 }
 
 func (p *Producer) topicLocked(name string) *topicState {
-	if t := p.pc.topic; t != nil && t.name == name {
+	if t := p.acc.pc.topic; t != nil && t.name == name {
 		return t
 	}
-	t := p.topics[name]
+	t := p.acc.topics[name]
 	if t == nil {
 		t = &topicState{name: name, sticky: stickyPartitioner{current: -1, rand: p.cfg.rand.part}}
-		p.topics[name] = t
+		p.acc.topics[name] = t
 	}
-	p.pc.topic = t
+	p.acc.pc.topic = t
 	return t
 }
 
 // appendLocked places an accepted record in its partition's open batch, or
-// parks it until the topic's partitions are known. Called with p.mu held.
+// parks it until the topic's partitions are known. Called with acc.mu held.
 func (p *Producer) appendLocked(r *Record, cb Callback, size int) error {
 	if r.Timestamp.IsZero() {
-		r.Timestamp = p.pc.now()
+		r.Timestamp = p.acc.pc.now()
 	}
 	t := p.topicLocked(r.Topic)
 	if t.parts == nil {
@@ -356,7 +407,7 @@ func (p *Producer) appendLocked(r *Record, cb Callback, size int) error {
 			at: now, data: copyRecordBytes(r), extra: extra})
 		return nil
 	}
-	pr := pendingRecord{rec: r, cb: cb, size: size, gen: p.gen}
+	pr := pendingRecord{rec: r, cb: cb, size: size, gen: p.acc.gen}
 	if err := p.placeLocked(t, pr, nil, 0, time.Time{}); err != nil {
 		return err
 	}
@@ -387,13 +438,13 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, 
 	}
 	target := p.batchTarget(t)
 	body := min(target, p.cfg.maxRequestSize) - protocol.RecordBatchOverhead // maxBatchBody, for t
-	ps := t.parts[idx]
-	b := ps.open
+	pb := t.bufs[idx]
+	b := pb.open
 	hadOpen := b != nil
 	for {
 		if b != nil && b.builder.NumRecords() > 0 && b.builder.EncodedLen()+pr.size > body {
 			b.builder.Sum() // its last record was appended just now, if it is sticky: the bytes are in cache
-			p.sealLocked(ps)
+			p.sealLocked(pb)
 			b = nil
 		}
 		// The record would open a batch on a sticky partition
@@ -411,29 +462,31 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, 
 		}
 		p.stickyMove(t, n)
 		idx = p.stickyPick(t, n)
-		ps = t.parts[idx]
-		b, hadOpen = ps.open, ps.open != nil
+		pb = t.bufs[idx]
+		b, hadOpen = pb.open, pb.open != nil
 	}
 	r.partition, r.hasPartition = idx, true
 	started := b == nil
 	if started {
 		if now.IsZero() {
 			now = time.Now() // once per batch, not per record
-			p.pc.clockBase = now
+			p.acc.pc.clockBase = now
 		}
 		t.used = now
 		most := p.batchBufferMost()
 		if d != nil && !p.cfg.regress.on(waitingNoExtra) {
 			most = min(most, waitingBuffer) // what waitingExtra covers
 		}
-		b = newBatch(ps, now, most)
-		ps.open = b
-		ps.lingerHeld = ps.lingerHeld && p.cfg.regress.on(keepHeldMark) // a new batch: its linger is looked at afresh
-		if !ps.inActive {
-			ps.inActive = true
-			p.active = append(p.active, ps)
+		b = newBatch(pb, now, most)
+		pb.open = b
+		if !p.cfg.regress.on(keepHeldMark) {
+			pb.openGen++ // a new batch: its linger is looked at afresh (partitionState.lingerHeld)
 		}
-		p.opened = append(p.opened, openedBatch{ps: ps, created: now})
+		if !pb.inActive {
+			pb.inActive = true
+			p.acc.active = append(p.acc.active, pb)
+		}
+		p.acc.opened = append(p.acc.opened, openedBatch{pb: pb, created: now})
 		p.wakeForLinger(now)
 	}
 	growFor(b, pr.size, protocol.RecordBatchOverhead+body)
@@ -449,9 +502,9 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, 
 	full := protocol.RecordBatchOverhead+b.builder.EncodedLen() >= target
 	if full {
 		b.builder.Sum()
-		p.sealLocked(ps)
+		p.sealLocked(pb)
 	} else if d == nil { // Produce's own record (produce clears ahead)
-		p.pc.ahead = b.builder.Spare(pr.size)
+		p.acc.pc.ahead = b.builder.Spare(pr.size)
 	}
 	// A boundary: the batch filled (Java: its last batch full). A record
 	// that did not fit a full batch, or would start a batch, on a
@@ -470,7 +523,7 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, 
 // earlier anyway: it then finds the batch when it wakes. At 1,000 keyed
 // partitions a batch opens every few records, and waking the sender for
 // each cost Produce a channel operation, often a thread wake-up, and a
-// sender pass over every partition under Producer.mu. Called with p.mu held.
+// sender pass over every partition under acc.mu. Called with acc.mu held.
 func (p *Producer) wakeForLinger(now time.Time) {
 	s := p.s
 	if at := s.sleepUntil.Load(); at != 0 && at <= int64(now.Add(p.cfg.linger).Sub(s.base)) {
@@ -491,15 +544,15 @@ func (p *Producer) queuedFunc(t *topicState) func(int32) int {
 	if p.cfg.availTimeout > 0 {
 		now := int64(time.Since(p.s.base))
 		return func(i int32) int {
-			ps := t.parts[i]
-			q := ps.queued()
-			if q > 0 && ps.unavailable(now, p.cfg.availTimeout) {
+			pb := t.bufs[i]
+			q := pb.queued()
+			if q > 0 && pb.ps.unavailable(now, p.cfg.availTimeout) {
 				q += unavailableQueued
 			}
 			return q
 		}
 	}
-	return func(i int32) int { return t.parts[i].queued() }
+	return func(i int32) int { return t.bufs[i].queued() }
 }
 
 // unavailableQueued is what an unavailable partition adds to its queue
@@ -510,7 +563,7 @@ const unavailableQueued = math.MaxInt32
 // timeout with no batch sent, at now (ns since sender.base): its leader
 // cannot take produce requests (no connection, its requests unanswered, a
 // full window), as the Java client's partitioner.availability.timeout.ms
-// judges a broker. Called with p.mu held.
+// judges a broker. Called with acc.mu held.
 func (ps *partitionState) unavailable(now int64, timeout time.Duration) bool {
 	since := ps.waitSince.Load()
 	return ps.queuedPub.Load() > 0 && now-since > int64(timeout)
@@ -534,63 +587,78 @@ func (p *Producer) maxBatchBody() int {
 	return min(p.cfg.batchSize, p.cfg.maxRequestSize) - protocol.RecordBatchOverhead
 }
 
-// sealLocked closes ps's open batch for new records and queues it.
-func (p *Producer) sealLocked(ps *partitionState) {
-	b := ps.open
+// sealLocked closes pb's open batch for new records and queues it.
+func (p *Producer) sealLocked(pb *partBuf) {
+	b := pb.open
 	if b == nil {
 		return
 	}
-	ps.open = nil
-	ps.lingerHeld = false
-	ps.bigBatches = b.builder.Cap()-b.builder.Free() > keepBuffer
+	pb.open = nil
+	pb.openGen++
+	pb.bigBatches = b.builder.Cap()-b.builder.Free() > keepBuffer
 	p.settleMemory(b)
-	ps.sealed = append(ps.sealed, b)
-	if !ps.inSealedIn {
-		ps.inSealedIn = true
-		p.sealedIn = append(p.sealedIn, ps)
+	pb.sealed = append(pb.sealed, b)
+	if !pb.inSealedIn {
+		pb.inSealedIn = true
+		p.acc.sealedIn = append(p.acc.sealedIn, pb)
 	}
 	p.wakeSender()
 }
 
-// openedBatch is an entry of Producer.opened: ps opened a batch at
-// created. The entry is stale once ps.open is another batch or none.
+// openedBatch is an entry of accumulator.opened: pb opened a batch at
+// created. The entry is stale once pb.open is another batch or none.
 type openedBatch struct {
-	ps      *partitionState
+	pb      *partBuf
 	created time.Time
 }
 
-// queued is how many sealed batches of ps wait to be sent: those sealed
-// since the sender's last pass and those it holds. Called with p.mu held.
-func (ps *partitionState) queued() int {
-	return len(ps.sealed) + int(ps.queuedPub.Load())
+// queued is how many sealed batches of the partition wait to be sent:
+// those sealed since the sender's last pass and those it holds. Called
+// with acc.mu held.
+func (pb *partBuf) queued() int {
+	return len(pb.sealed) + int(pb.ps.queuedPub.Load())
 }
 
 // takeUnsentLocked moves everything of ps not yet sent into the sender's
 // queue, the open batch too (as it is: it is about to fail, not be sent),
-// for shutdown and vanished partitions. Called with p.mu held.
+// for shutdown and vanished partitions. Called with acc.mu held.
 func (s *sender) takeUnsentLocked(ps *partitionState) {
-	if ps.open != nil {
-		ps.sealed = append(ps.sealed, ps.open)
-		ps.open = nil
-	}
+	ps.buf.closeOpen()
 	s.takeSealedLocked(ps)
 }
 
+// closeOpen queues pb's open batch as it is, not sealed (no settling, no
+// checksum): it is about to fail, not be sent. Called with acc.mu held.
+func (pb *partBuf) closeOpen() {
+	if pb.open != nil {
+		pb.sealed = append(pb.sealed, pb.open)
+		pb.open = nil
+	}
+}
+
+// takeSealed appends pb's sealed batches to q, oldest first, and forgets
+// them: from then on they are the sender's. Called with acc.mu held.
+func (pb *partBuf) takeSealed(q []*batch) []*batch {
+	q = append(q, pb.sealed...)
+	clear(pb.sealed)
+	pb.sealed = pb.sealed[:0]
+	return q
+}
+
 // takeSealedLocked hands ps's sealed batches to the sender goroutine, which
-// owns them from then on, and puts ps in the ready set. Called on the sender goroutine with p.mu held.
+// owns them from then on, and puts ps in the ready set. Called on the sender goroutine with acc.mu held.
 func (s *sender) takeSealedLocked(ps *partitionState) {
-	if len(ps.sealed) == 0 {
+	pb := ps.buf
+	if len(pb.sealed) == 0 {
 		return
 	}
 	if s.txn != nil {
-		s.txn.queued(ps, ps.sealed)
+		s.txn.queued(ps, pb.sealed)
 	}
 	if len(ps.queue) == 0 && s.cfg.availTimeout > 0 {
 		ps.waitSince.Store(int64(time.Since(s.base)))
 	}
-	ps.queue = append(ps.queue, ps.sealed...)
-	clear(ps.sealed)
-	ps.sealed = ps.sealed[:0]
+	ps.queue = pb.takeSealed(ps.queue)
 	ps.queuedPub.Store(int32(len(ps.queue)))
 	s.active.add(ps)
 	s.markReady(ps)
@@ -621,15 +689,14 @@ func (s *sender) popQueue(ps *partitionState) *batch {
 // places the records that were waiting for it.
 func (p *Producer) setPartitionsLocked(t *topicState, count int32, now time.Time) {
 	for i := int32(len(t.parts)); i < count; i++ {
-		t.parts = append(t.parts, &partitionState{
-			topic:     t,
-			id:        i,
-			admission: p.limiter.Partition(t.name, i),
-		})
+		ps := &partitionState{topic: t, id: i, admission: p.limiter.Partition(t.name, i)}
+		ps.buf = &partBuf{ps: ps}
+		t.parts = append(t.parts, ps)
+		t.bufs = append(t.bufs, ps.buf)
 	}
 	waiting := t.waiting
 	t.waiting = nil
-	var flushNow []*partitionState // hold records a Flush waits for
+	var flushNow []*partBuf // hold records a Flush waits for
 	for _, w := range waiting {
 		pr := w.pendingRecord
 		pr.size -= w.extra // the batch holds the extra (placeLocked), the record its size
@@ -637,12 +704,12 @@ func (p *Producer) setPartitionsLocked(t *topicState, count int32, now time.Time
 			p.failRecordLocked(w.pendingRecord, err)
 			continue
 		}
-		if p.flushed && pr.gen <= p.flushedGen {
-			flushNow = append(flushNow, t.parts[pr.rec.partition])
+		if p.acc.flushed && pr.gen <= p.acc.flushedGen {
+			flushNow = append(flushNow, t.bufs[pr.rec.partition])
 		}
 	}
-	for _, ps := range flushNow {
-		p.sealLocked(ps) // a no-op once sealed
+	for _, pb := range flushNow {
+		p.sealLocked(pb) // a no-op once sealed
 	}
 }
 

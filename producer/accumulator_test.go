@@ -12,9 +12,10 @@ import (
 func queueCycleAllocs() float64 {
 	s := &sender{cfg: &config{}, active: partSet{bit: activeBit}, ready: partSet{bit: readyBit}}
 	ps := &partitionState{}
+	ps.buf = &partBuf{ps: ps}
 	b := &batch{}
 	return testing.AllocsPerRun(1000, func() {
-		ps.sealed = append(ps.sealed, b)
+		ps.buf.sealed = append(ps.buf.sealed, b)
 		s.takeSealedLocked(ps)
 		if s.popQueue(ps) != b {
 			panic("popQueue returned another batch")
@@ -36,8 +37,9 @@ func TestQueueCycleDoesNotAllocate(t *testing.T) {
 func TestPopQueueKeepsOrder(t *testing.T) {
 	s := &sender{cfg: &config{}, active: partSet{bit: activeBit}, ready: partSet{bit: readyBit}}
 	ps := &partitionState{}
+	ps.buf = &partBuf{ps: ps}
 	bs := []*batch{{}, {}, {}}
-	ps.sealed = append(ps.sealed, bs...)
+	ps.buf.sealed = append(ps.buf.sealed, bs...)
 	s.takeSealedLocked(ps)
 	for _, want := range bs {
 		require.Same(t, want, s.popQueue(ps))

@@ -110,9 +110,9 @@ func TestStickyMoveKeepsBatchBound(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		p.mu.Lock()
-		st := p.topics["t"].sticky
-		p.mu.Unlock()
+		p.acc.mu.Lock()
+		st := p.acc.topics["t"].sticky
+		p.acc.mu.Unlock()
 		require.True(t, st.due(1024))
 		other := 1 - st.current
 		for range 4 { // 840 bytes of the other partition's 963

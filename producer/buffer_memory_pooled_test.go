@@ -170,9 +170,9 @@ func TestWaitingRecordsStayWithinBufferMemory(t *testing.T) {
 						}
 					})
 				}
-				p.mu.Lock()
-				waiting := len(p.topics["t"].waiting)
-				p.mu.Unlock()
+				p.acc.mu.Lock()
+				waiting := len(p.acc.topics["t"].waiting)
+				p.acc.mu.Unlock()
 				var most int64
 				for range 200 { // 20 ms: the metadata, the placing, the first answers
 					most = max(most, p.mem.Held())

@@ -138,8 +138,8 @@ func (c completion) release(t *doneTally) {
 }
 
 // doneTally counts the records called back in one pass of the callback
-// goroutine, per Flush generation, so that Producer.mu is taken once per
-// pass (settle) rather than once per batch: Produce holds Producer.mu for
+// goroutine, per Flush generation, so that acc.mu is taken once per
+// pass (settle) rather than once per batch: Produce holds acc.mu for
 // every record it places, and every acquisition from another goroutine
 // costs it a cache-line transfer. Flush waiters are released at the end of
 // the pass, after every callback of it ran.
@@ -172,11 +172,11 @@ func (t *doneTally) settle(p *Producer) {
 	if len(t.gens) == 0 {
 		return
 	}
-	p.mu.Lock()
+	p.acc.mu.Lock()
 	for _, g := range t.gens {
 		p.doneLocked(g.gen, g.n)
 	}
-	p.mu.Unlock()
+	p.acc.mu.Unlock()
 	t.gens = t.gens[:0]
 }
 

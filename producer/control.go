@@ -156,14 +156,14 @@ func (s *sender) maintainMetadata(now time.Time) time.Time {
 	if now.Before(s.metaRetryAt) {
 		return s.metaRetryAt
 	}
-	s.p.mu.Lock()
-	topics := make([]string, 0, len(s.p.topics))
-	for name, t := range s.p.topics {
+	s.p.acc.mu.Lock()
+	topics := make([]string, 0, len(s.p.acc.topics))
+	for name, t := range s.p.acc.topics {
 		if s.topicNeeded(t, now) {
 			topics = append(topics, name)
 		}
 	}
-	s.p.mu.Unlock()
+	s.p.acc.mu.Unlock()
 	if len(topics) == 0 && s.haveID {
 		s.metaWanted.Store(false)
 		s.metaNext = now.Add(s.cfg.metadataMaxAge)
@@ -191,13 +191,13 @@ func (s *sender) metadataFailed(err error) {
 	s.metaRetryAt = time.Now().Add(s.backoff(s.metaFailures))
 	s.metaWanted.Store(true)
 	s.p.log.Warn("metadata request failed", "err", err)
-	s.p.mu.Lock()
-	for _, t := range s.p.topics {
+	s.p.acc.mu.Lock()
+	for _, t := range s.p.acc.topics {
 		if t.parts == nil {
 			t.lastErr = err
 		}
 	}
-	s.p.mu.Unlock()
+	s.p.acc.mu.Unlock()
 }
 
 // applyMetadata takes in brokers, topic ids, partition counts and leaders,
@@ -250,11 +250,11 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult, asked bool) {
 	// it, so a dead topic is not polled at the backoff's pace.
 	again := false
 	var leaders []leaderUpdate
-	s.p.mu.Lock()
+	s.p.acc.mu.Lock()
 	s.holdWindows = true // re-created topics reset their partitions' limits
 	s.p.setRacksLocked(res)
 	for name, tm := range res.Topics {
-		t := s.p.topics[name]
+		t := s.p.acc.topics[name]
 		if t == nil {
 			continue
 		}
@@ -310,14 +310,14 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult, asked bool) {
 			}
 		}
 	}
-	for _, t := range s.p.topics {
+	for _, t := range s.p.acc.topics {
 		if t.parts == nil && len(t.waiting) > 0 {
 			again = true
 		}
 	}
-	s.p.mu.Unlock()
+	s.p.acc.mu.Unlock()
 	s.releaseWindows()
-	// Applied outside Producer.mu: a leader change reports
+	// Applied outside acc.mu: a leader change reports
 	// HookWindowChanged, and a hook may call InFlightLimit, Stats or
 	// Produce, which take the lock (the sender deadlocked on itself).
 	for _, u := range leaders {
@@ -336,7 +336,7 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult, asked bool) {
 }
 
 // partitionsHold reports whether any of t's partitions holds records.
-// Called with p.mu held.
+// Called with acc.mu held.
 func (s *sender) partitionsHold(t *topicState) bool {
 	for _, ps := range t.parts {
 		if ps.holdsData() {
@@ -350,7 +350,7 @@ func (s *sender) partitionsHold(t *topicState) bool {
 // wait for it or are buffered or in flight, or it was produced to within
 // metadata.max.idle.ms. An idle topic is left out (its state, sequence
 // numbers included, is kept) so a mistyped or deleted topic is not polled
-// for the producer's life. Called with p.mu held.
+// for the producer's life. Called with acc.mu held.
 func (s *sender) topicNeeded(t *topicState, now time.Time) bool {
 	if len(t.waiting) > 0 || now.Sub(t.used) < s.cfg.metadataMaxIdle || s.cfg.regress.on(pollIdleTopics) {
 		return true
@@ -361,7 +361,7 @@ func (s *sender) topicNeeded(t *topicState, now time.Time) bool {
 // holdsData reports whether the partition has records open, queued,
 // waiting for a retry or in flight.
 func (ps *partitionState) holdsData() bool {
-	return ps.open != nil || ps.queued() > 0 || len(ps.retry) > 0 || len(ps.inflight) > 0
+	return ps.buf.open != nil || ps.buf.queued() > 0 || len(ps.retry) > 0 || len(ps.inflight) > 0
 }
 
 // checkPartitions rejects a topic's partition list unless it names each of
@@ -388,7 +388,7 @@ func checkPartitions(parts []protocol.PartitionMetadata) error {
 }
 
 // leaderUpdate is a partition's leader as a Metadata answer named it,
-// applied by applyMetadata once Producer.mu is released.
+// applied by applyMetadata once acc.mu is released.
 type leaderUpdate struct {
 	ps            *partitionState
 	leader, epoch int32
@@ -568,9 +568,9 @@ func (s *sender) initDone(askedPID, id int64, epoch int16, code int16) {
 // fails with ErrOrderLost instead: written now, it would (or could) land
 // after its successors.
 func (s *sender) renumber() {
-	s.p.mu.Lock()
-	defer s.p.mu.Unlock()
-	for _, t := range s.p.topics {
+	s.p.acc.mu.Lock()
+	defer s.p.acc.mu.Unlock()
+	for _, t := range s.p.acc.topics {
 		for _, ps := range t.parts {
 			for i := 0; i < len(ps.retry); {
 				b := ps.retry[i]

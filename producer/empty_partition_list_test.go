@@ -19,7 +19,7 @@ import (
 // with 0 partitions, it emptied the topic's partition table but left it
 // known, and the next keyed or keyless record was placed modulo 0: a
 // division by zero (or rand.Int32N(0)) panicking inside Produce with
-// Producer.mu held. It is ignored like any unusable partition list, and
+// acc.mu held. It is ignored like any unusable partition list, and
 // the producer goes on with what it knew.
 func TestMetadataWithoutPartitionsKeepsWhatWasKnown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

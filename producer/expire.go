@@ -25,11 +25,11 @@ func (s *sender) expire(now time.Time) (next time.Time) {
 	timeout := s.cfg.deliveryTimeout
 	p := s.p
 	idFatal := idFatalCause(s.lastIDErr)
-	p.mu.Lock()
+	p.acc.mu.Lock()
 	// Records waiting for their topic's partitions fail after max.block.ms
 	// (or delivery.timeout.ms if shorter), naming the last metadata error.
 	waitLimit := min(timeout, s.cfg.maxBlock)
-	for _, t := range p.topics {
+	for _, t := range p.acc.topics {
 		fatal := fatalCause(t.lastErr)
 		if len(t.waiting) == 0 {
 			continue
@@ -60,11 +60,11 @@ func (s *sender) expire(now time.Time) (next time.Time) {
 	// the walk); a batch back from flight lowers s.expireAt itself
 	// (retryBatch). A fatal dial or producer id error fails batches at
 	// once, so then every pass walks. At 1,000 keyed partitions a walk
-	// under Producer.mu in every pass (a pass per response) kept Produce
+	// under acc.mu in every pass (a pass per response) kept Produce
 	// waiting for the lock.
 	if now.Before(s.expireAt) && !s.anyFatal(idFatal) {
-		held := len(p.active) > 0 || s.active.len() > 0
-		p.mu.Unlock()
+		held := len(p.acc.active) > 0 || s.active.len() > 0
+		p.acc.mu.Unlock()
 		if held {
 			next = earliest(next, s.expireAt)
 		}
@@ -74,14 +74,15 @@ func (s *sender) expire(now time.Time) (next time.Time) {
 		s.probe.expireWalks.Add(1)
 	}
 	var parts time.Time // the partitions' earliest deadline
-	// Sealed batches were never sent: failing them leaves no gap. p.active
+	// Sealed batches were never sent: failing them leaves no gap. p.acc.active
 	// holds every partition with an open or queued batch: a partition is
 	// listed when it opens a batch, and dropped here once it holds none.
-	keep := p.active[:0]
-	for _, ps := range p.active {
+	keep := p.acc.active[:0]
+	for _, pb := range p.acc.active {
+		ps := pb.ps
 		fatal := s.partitionFatal(ps, idFatal)
-		if ps.open != nil && ps.queued() == 0 && (fatal != nil || now.Sub(ps.open.created) >= timeout) {
-			p.sealLocked(ps) // held open while its partition could not send
+		if pb.open != nil && pb.queued() == 0 && (fatal != nil || now.Sub(pb.open.created) >= timeout) {
+			p.sealLocked(pb) // held open while its partition could not send
 		}
 		s.takeSealedLocked(ps)
 		for len(ps.queue) > 0 && (fatal != nil || now.Sub(ps.queue[0].created) >= timeout) {
@@ -89,17 +90,17 @@ func (s *sender) expire(now time.Time) (next time.Time) {
 		}
 		if len(ps.queue) > 0 {
 			parts = earliest(parts, ps.queue[0].created.Add(timeout))
-		} else if ps.open != nil {
-			parts = earliest(parts, ps.open.created.Add(timeout))
+		} else if pb.open != nil {
+			parts = earliest(parts, pb.open.created.Add(timeout))
 		} else {
-			ps.inActive = false
+			pb.inActive = false
 			continue
 		}
-		keep = append(keep, ps)
+		keep = append(keep, pb)
 	}
-	clear(p.active[len(keep):])
-	p.active = keep
-	p.mu.Unlock()
+	clear(p.acc.active[len(keep):])
+	p.acc.active = keep
+	p.acc.mu.Unlock()
 	// Retried batches have sequence numbers: failing one leaves a gap, so
 	// the epoch is bumped before the partition sends again. s.active holds
 	// every partition with a batch waiting for retry (takeSealedLocked).

@@ -20,48 +20,48 @@ type flushWaiter struct {
 }
 
 // acceptLocked counts one accepted record in the current generation and
-// returns that generation. Called with p.mu held.
+// returns that generation. Called with acc.mu held.
 func (p *Producer) acceptLocked() uint64 {
-	if k := len(p.gens); k > 0 && p.gens[k-1].gen == p.gen {
-		p.gens[k-1].n++
+	if k := len(p.acc.gens); k > 0 && p.acc.gens[k-1].gen == p.acc.gen {
+		p.acc.gens[k-1].n++
 	} else {
-		p.gens = append(p.gens, genCount{gen: p.gen, n: 1})
+		p.acc.gens = append(p.acc.gens, genCount{gen: p.acc.gen, n: 1})
 	}
-	return p.gen
+	return p.acc.gen
 }
 
 // doneLocked counts n records of generation gen as called back and releases
-// the Flush calls that no longer wait for anything. Called with p.mu held.
+// the Flush calls that no longer wait for anything. Called with acc.mu held.
 func (p *Producer) doneLocked(gen uint64, n int64) {
 	i := 0
-	for i < len(p.gens) && p.gens[i].gen != gen {
+	for i < len(p.acc.gens) && p.acc.gens[i].gen != gen {
 		i++
 	}
-	if i == len(p.gens) || p.gens[i].n < n {
+	if i == len(p.acc.gens) || p.acc.gens[i].n < n {
 		panic("producer: more callbacks than records")
 	}
-	p.gens[i].n -= n
+	p.acc.gens[i].n -= n
 	if i != 0 {
 		return
 	}
 	k := 0
-	for k < len(p.gens) && p.gens[k].n == 0 {
+	for k < len(p.acc.gens) && p.acc.gens[k].n == 0 {
 		k++
 	}
 	if k == 0 {
 		return
 	}
-	p.gens = append(p.gens[:0], p.gens[k:]...)
-	keep := p.flushWaiters[:0]
-	for _, w := range p.flushWaiters {
-		if len(p.gens) == 0 || p.gens[0].gen > w.gen {
+	p.acc.gens = append(p.acc.gens[:0], p.acc.gens[k:]...)
+	keep := p.acc.flushWaiters[:0]
+	for _, w := range p.acc.flushWaiters {
+		if len(p.acc.gens) == 0 || p.acc.gens[0].gen > w.gen {
 			close(w.done)
 			continue
 		}
 		keep = append(keep, w)
 	}
-	clear(p.flushWaiters[len(keep):])
-	p.flushWaiters = keep
+	clear(p.acc.flushWaiters[len(keep):])
+	p.acc.flushWaiters = keep
 }
 
 // startFlushLocked begins a Flush: a new generation starts, every open batch
@@ -69,22 +69,22 @@ func (p *Producer) doneLocked(gen uint64, n int64) {
 // later records get a fresh batch and their own linger), and the returned
 // channel is closed once every record of an earlier generation has been
 // called back. Records still waiting for their topic's partitions are
-// sealed when they are placed (setPartitionsLocked). Called with p.mu held.
+// sealed when they are placed (setPartitionsLocked). Called with acc.mu held.
 func (p *Producer) startFlushLocked() <-chan struct{} {
-	g := p.gen
-	p.gen++
-	p.flushedGen, p.flushed = g, true
-	for _, ps := range p.active {
+	g := p.acc.gen
+	p.acc.gen++
+	p.acc.flushedGen, p.acc.flushed = g, true
+	for _, ps := range p.acc.active {
 		p.sealLocked(ps)
 	}
 	done := make(chan struct{})
 	if p.cfg.regress.on(flushWaitsAll) {
 		g = ^uint64(0) // wait until nothing at all is outstanding
 	}
-	if len(p.gens) == 0 || p.gens[0].gen > g {
+	if len(p.acc.gens) == 0 || p.acc.gens[0].gen > g {
 		close(done)
 		return done
 	}
-	p.flushWaiters = append(p.flushWaiters, flushWaiter{gen: g, done: done})
+	p.acc.flushWaiters = append(p.acc.flushWaiters, flushWaiter{gen: g, done: done})
 	return done
 }

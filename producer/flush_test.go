@@ -93,10 +93,10 @@ func TestFlushKeepsLingerForLaterRecords(t *testing.T) {
 	laterDone := make(chan error, 1)
 	p.Produce(context.Background(), later, func(_ *Record, err error) { laterDone <- err })
 	senderTurns(p, 3)
-	p.mu.Lock()
-	ps := p.topics["t"].parts[0]
-	lingering := ps.open != nil && len(ps.open.records) == 1 && ps.open.records[0].rec == later
-	p.mu.Unlock()
+	p.acc.mu.Lock()
+	pb := p.acc.topics["t"].bufs[0]
+	lingering := pb.open != nil && len(pb.open.records) == 1 && pb.open.records[0].rec == later
+	p.acc.mu.Unlock()
 	assert.True(t, lingering, "a record produced after Flush was called must linger in its open batch")
 
 	close(release)

@@ -18,7 +18,7 @@ import (
 // (Flush, ProduceSync, Close), and windowsChanged says a hook may call
 // Produce. Each call runs on a goroutine of its own and is given
 // stuckAfter to return: a call still blocked then means the hook ran with
-// Producer.mu held, and would deadlock the sender if made directly (the
+// acc.mu held, and would deadlock the sender if made directly (the
 // hook then returns, so a failing run ends instead of hanging).
 type reentrantHook struct {
 	// p is set by setProducer once New returned; ready is closed then.
@@ -31,7 +31,7 @@ type reentrantHook struct {
 	windows []windowChange
 	rejects int
 	calls   map[string]int // probes per hook
-	stuck   []string       // the hook and call that found Producer.mu held
+	stuck   []string       // the hook and call that found acc.mu held
 }
 
 const stuckAfter = 10 * time.Second
@@ -104,7 +104,7 @@ func (h *reentrantHook) snapshot() (windows []windowChange, rejects int, stuck [
 // TestHookMayReadProducerOnLeaderChangeFromMetadata: a partition whose
 // learned window (20) falls back to 5 because metadata names a new leader
 // reports WindowLeaderChange to a hook that may call InFlightLimit. The
-// change applied from a Metadata answer ran the hook with Producer.mu held
+// change applied from a Metadata answer ran the hook with acc.mu held
 // (applyMetadata), so that call deadlocked the sender: no partition sent
 // again, and Close never returned.
 func TestHookMayReadProducerOnLeaderChangeFromMetadata(t *testing.T) {
@@ -125,7 +125,7 @@ func TestHookMayReadProducerOnLeaderChangeFromMetadata(t *testing.T) {
 		return len(windows) == 2 || len(stuck) > 0
 	})
 	windows, _, stuck := h.snapshot()
-	require.Empty(t, stuck, "a hook ran with Producer.mu held")
+	require.Empty(t, stuck, "a hook ran with acc.mu held")
 	require.Equal(t, windowChange{"t", 0, 20, 5, WindowLeaderChange}, windows[1])
 
 	// The producer goes on at the new leader.
@@ -138,7 +138,7 @@ func TestHookMayReadProducerOnLeaderChangeFromMetadata(t *testing.T) {
 	c.DropConnections(1)
 	produceN(t, p, "t", 0, "c", 3)
 	_, _, stuck = h.snapshot()
-	require.Empty(t, stuck, "a hook ran with Producer.mu held")
+	require.Empty(t, stuck, "a hook ran with acc.mu held")
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, hook := range []string{"OnBatchSent", "OnBatchAcked", "OnProducerID", "OnBrokerConnect", "OnBrokerDisconnect", "OnThrottle"} {
@@ -148,7 +148,7 @@ func TestHookMayReadProducerOnLeaderChangeFromMetadata(t *testing.T) {
 
 // TestHookMayReadProducerWhenCloseFailsInFlight: Close reports each batch
 // still in flight to HookBatchRejected (ErrClosed, not retrying); a hook
-// that calls Stats or TryProduce there must not find Producer.mu held
+// that calls Stats or TryProduce there must not find acc.mu held
 // (shutdown called it inside the lock, and Close never returned).
 func TestHookMayReadProducerWhenCloseFailsInFlight(t *testing.T) {
 	c := startCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
@@ -177,7 +177,7 @@ func TestHookMayReadProducerWhenCloseFailsInFlight(t *testing.T) {
 	defer cancel()
 	require.ErrorIs(t, p.Close(ctx), context.DeadlineExceeded)
 	_, rejects, stuck := h.snapshot()
-	require.Empty(t, stuck, "a hook ran with Producer.mu held")
+	require.Empty(t, stuck, "a hook ran with acc.mu held")
 	require.Positive(t, rejects)
 	mu.Lock()
 	defer mu.Unlock()

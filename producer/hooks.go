@@ -379,7 +379,7 @@ type limitChange struct {
 // limitChanged is the limiter's OnLimitChange while a window hook is set
 // (newProducer): the limiter tells of every change, on the sender
 // goroutine, which made the call that changed it. While the sender holds
-// Producer.mu (applyMetadata) the report waits until the lock is released
+// acc.mu (applyMetadata) the report waits until the lock is released
 // (releaseWindows): a hook may call TryProduce, Stats or InFlightLimit.
 func (s *sender) limitChanged(topic string, partition int32, old, new int, why inflight.Cause) {
 	c := limitChange{topic, partition, old, new, windowCause(why)}
@@ -393,7 +393,7 @@ func (s *sender) limitChanged(topic string, partition int32, old, new int, why i
 	s.cfg.hooks.windowChanged(c)
 }
 
-// releaseWindows reports the limit changes held while Producer.mu was held.
+// releaseWindows reports the limit changes held while acc.mu was held.
 func (s *sender) releaseWindows() {
 	s.holdWindows = false
 	for i, c := range s.heldWindows {

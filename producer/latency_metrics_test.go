@@ -158,12 +158,12 @@ func TestRequestDoneReportsInFlightAndFailure(t *testing.T) {
 
 // batchBuffers sums the buffer capacities of every batch p holds, read on
 // the sender goroutine (which owns the sent and queued ones) under
-// Producer.mu (which guards the open and sealed ones).
+// acc.mu (which guards the open and sealed ones).
 func batchBuffers(p *Producer) int64 {
 	sum := make(chan int64)
 	p.post(func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
+		p.acc.mu.Lock()
+		defer p.acc.mu.Unlock()
 		var n int64
 		add := func(bs ...*batch) {
 			for _, b := range bs {
@@ -172,10 +172,10 @@ func batchBuffers(p *Producer) int64 {
 				}
 			}
 		}
-		for _, t := range p.topics {
+		for _, t := range p.acc.topics {
 			for _, ps := range t.parts {
-				add(ps.open)
-				add(ps.sealed...)
+				add(ps.buf.open)
+				add(ps.buf.sealed...)
 				add(ps.queue...)
 				add(ps.inflight...)
 				add(ps.retry...)

@@ -14,7 +14,7 @@ import (
 // its buffer's capacity (settleMemory), so the budget counts the memory
 // batches really hold, not only record bytes. Settling once per batch,
 // not per record, keeps the budget's lock off the per-record path. A buffer
-// that grows under Producer.mu cannot wait: Force takes the growth at
+// that grows under acc.mu cannot wait: Force takes the growth at
 // once, past the limit if need be, and the next releases pay that back
 // before Produce may acquire again.
 //

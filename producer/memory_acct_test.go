@@ -31,24 +31,24 @@ func openBatchMemory(t *testing.T, bytesOnly bool) (held, capacity int64) {
 		produceAll() // the first records wait for metadata
 		require.NoError(t, p.Flush(t.Context()))
 		produceAll()
-		// No require under p.mu: a failure would leave it locked.
+		// No require under p.acc.mu: a failure would leave it locked.
 		open, underHeld := 0, 0
-		p.mu.Lock()
-		for _, tp := range p.topics {
-			for _, ps := range tp.parts {
-				if ps.open == nil {
+		p.acc.mu.Lock()
+		for _, tp := range p.acc.topics {
+			for _, pb := range tp.bufs {
+				if pb.open == nil {
 					continue
 				}
 				open++
-				if ps.open.memory < int64(ps.open.builder.Cap()) {
+				if pb.open.memory < int64(pb.open.builder.Cap()) {
 					underHeld++
 				}
-				p.sealLocked(ps) // settles: from now on exactly its capacity
-				capacity += int64(ps.sealed[len(ps.sealed)-1].builder.Cap())
+				p.sealLocked(pb) // settles: from now on exactly its capacity
+				capacity += int64(pb.sealed[len(pb.sealed)-1].builder.Cap())
 			}
 		}
 		held = p.mem.Held()
-		p.mu.Unlock()
+		p.acc.mu.Unlock()
 		require.Equal(t, parts, open, "every partition has its open batch")
 		if !bytesOnly {
 			require.Zero(t, underHeld, "an open batch holds at least its buffer's capacity")
@@ -115,13 +115,13 @@ func TestSmallBatchesTakeNoLargePooledBuffer(t *testing.T) {
 		}
 		b.recycle()
 	}
-	small := &partitionState{}
+	small := &partBuf{ps: &partitionState{}}
 	for range 20 {
 		b := newBatch(small, time.Now(), 1<<20)
 		require.LessOrEqual(t, b.builder.Cap(), keepBuffer, "a small partition took a large pooled buffer")
 		b.recycle()
 	}
-	big := &partitionState{bigBatches: true}
+	big := &partBuf{ps: &partitionState{}, bigBatches: true}
 	got := 0
 	for range 20 {
 		b := newBatch(big, time.Now(), 1<<20)

@@ -81,23 +81,23 @@ type stickyPartitioner struct {
 func (c *config) preferRack() bool { return c.rackAware && c.clientRack != "" }
 
 // setRacksLocked takes each broker's rack from a metadata answer; a change
-// moves leadersGen, so stickyAmong looks again. Called with p.mu held.
+// moves leadersGen, so stickyAmong looks again. Called with acc.mu held.
 func (p *Producer) setRacksLocked(res *protocol.MetadataResult) {
 	for id := range res.Brokers {
 		rack := res.Racks[id]
-		if old, ok := p.racks[id]; ok && old == rack || !ok && rack == "" {
+		if old, ok := p.acc.racks[id]; ok && old == rack || !ok && rack == "" {
 			continue
 		}
-		if p.racks == nil {
-			p.racks = make(map[int32]string)
+		if p.acc.racks == nil {
+			p.acc.racks = make(map[int32]string)
 		}
-		p.racks[id] = rack
+		p.acc.racks[id] = rack
 		p.leadersGen.Add(1)
 	}
 }
 
 // noteLeadersLocked keeps t's leaders from a metadata answer for
-// stickyAmong. Called with p.mu held.
+// stickyAmong. Called with acc.mu held.
 func (p *Producer) noteLeadersLocked(t *topicState, parts []protocol.PartitionMetadata, brokers map[int32]string) {
 	s := &t.sticky
 	s.leaders = s.leaders[:0]
@@ -120,7 +120,7 @@ func (p *Producer) noteLeadersLocked(t *topicState, parts []protocol.PartitionMe
 // client.rack when the topic has any (KIP-1123), so the producer's
 // traffic stays in its rack (availability zone) where it can. It is
 // recomputed only after a leader or a rack changed; a sticky partition no
-// longer in it is left at once. Called with p.mu held.
+// longer in it is left at once. Called with acc.mu held.
 func (p *Producer) stickyAmong(t *topicState) []int32 {
 	s := &t.sticky
 	g := p.leadersGen.Load() // before the leaders: a change after this load moves it again
@@ -139,7 +139,7 @@ func (p *Producer) stickyAmong(t *topicState) []int32 {
 	for i := range t.parts {
 		if l := leader(i); l >= 0 {
 			led++
-			if rack && p.racks[l] == p.cfg.clientRack {
+			if rack && p.acc.racks[l] == p.cfg.clientRack {
 				inRack++
 			}
 		}
@@ -147,7 +147,7 @@ func (p *Producer) stickyAmong(t *topicState) []int32 {
 	s.among = s.among[:0]
 	if inRack > 0 || led > 0 && led < len(t.parts) {
 		for i := range t.parts {
-			if l := leader(i); l >= 0 && (inRack == 0 || p.racks[l] == p.cfg.clientRack) {
+			if l := leader(i); l >= 0 && (inRack == 0 || p.acc.racks[l] == p.cfg.clientRack) {
 				s.among = append(s.among, int32(i))
 			}
 		}
@@ -160,13 +160,13 @@ func (p *Producer) stickyAmong(t *topicState) []int32 {
 }
 
 // stickyPick is t's sticky partition, chosen among stickyAmong's.
-// Called with p.mu held.
+// Called with acc.mu held.
 func (p *Producer) stickyPick(t *topicState, n int32) int32 {
 	return t.sticky.pick(n, p.stickyAmong(t))
 }
 
 // stickyMove moves t's sticky partition on (move), among stickyAmong's.
-// Called with p.mu held.
+// Called with acc.mu held.
 func (p *Producer) stickyMove(t *topicState, n int32) {
 	t.sticky.move(n, p.queuedFunc(t), p.stickyAmong(t))
 }

@@ -15,7 +15,7 @@ import (
 // TestPartitionerPanicFailsRecordAlone: Partitioner's contract says a
 // partition it cannot give fails that record alone, and the producer goes
 // on. A Partition call that panics is such a case. Partition runs with
-// Producer.mu held, from Produce and (for records that waited for their
+// acc.mu held, from Produce and (for records that waited for their
 // topic's partitions) from the sender goroutine: the panic left the lock
 // held, so after an HTTP server or any caller recovered it every Produce,
 // Stats and Close blocked for good, and on the sender goroutine it ended
@@ -58,7 +58,7 @@ func TestPartitionerPanicFailsRecordAlone(t *testing.T) {
 	select {
 	case o = <-done:
 	case <-time.After(30 * time.Second):
-		t.Fatal("ProduceSync is stuck (Producer.mu left held by the panic?)")
+		t.Fatal("ProduceSync is stuck (acc.mu left held by the panic?)")
 	}
 	require.Nil(t, o.recovered, "the partitioner's panic reached Produce's caller")
 	require.Len(t, o.rs, 4)

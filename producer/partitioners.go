@@ -265,7 +265,7 @@ func (c *config) resolvePartitioner() error {
 // placeWith asks a user-chosen partitioner for r's partition among n,
 // resolving StickyPartition to t's sticky partition, chosen from among
 // when it names any (stickyAmong; sticky says so); its error names the
-// topic and what was returned. Called with p.mu held.
+// topic and what was returned. Called with acc.mu held.
 func placeWith(pt Partitioner, t *topicState, r *Record, n int32, among []int32) (idx int32, sticky bool, err error) {
 	if _, ok := pt.(randomPartitioner); ok {
 		return t.sticky.rand.Int32N(n), false, nil // the producer's source (randSources), not math/rand
@@ -283,7 +283,7 @@ func placeWith(pt Partitioner, t *topicState, r *Record, n int32, among []int32)
 }
 
 // callPartitioner calls pt.Partition, turning a panic into an error: it
-// runs with Producer.mu held, on the caller's goroutine or the sender's,
+// runs with acc.mu held, on the caller's goroutine or the sender's,
 // so a panic would leave the lock held for good (or end the program), and
 // the contract promises that a bad placement fails the record alone.
 func callPartitioner(pt Partitioner, r *Record, n int32) (idx int32, err error) {

@@ -702,11 +702,11 @@ func keylessAroundBackedUpPartitions(t *testing.T, adaptive bool) (queued [4]int
 			}
 		}
 		time.Sleep(5 * time.Millisecond) // sealed by linger and sent as far as the window allows
-		p.mu.Lock()
-		for i, ps := range p.topics["t"].parts {
-			queued[i] = ps.queued()
+		p.acc.mu.Lock()
+		for i, pb := range p.acc.topics["t"].bufs {
+			queued[i] = pb.queued()
 		}
-		p.mu.Unlock()
+		p.acc.mu.Unlock()
 		var mu sync.Mutex
 		for range 40 {
 			for range 4 { // about batch.size (512) bytes

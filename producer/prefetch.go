@@ -3,10 +3,10 @@ package producer
 // prefetch asks the CPU to bring b's cache lines into its cache for
 // writing, without waiting for them: b is where Produce's next record is
 // expected to go (produceCache.ahead), and Produce calls it once
-// Producer.mu is released. A batch buffer's lines were last read by
+// acc.mu is released. A batch buffer's lines were last read by
 // another core (the connection's writev) tens of milliseconds earlier, so
 // the Append that writes them waits for each line, and at 1 KiB records
-// that wait, paid at the next locked instruction (Producer.mu's unlock),
+// that wait, paid at the next locked instruction (acc.mu's unlock),
 // was a tenth of the client's CPU. Prefetched, the lines arrive while the
 // caller prepares its next record. A prefetch is a hint, not a memory
 // access: it changes no byte and reads none that Go can observe, so it

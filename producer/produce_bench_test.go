@@ -17,6 +17,13 @@ import (
 // steady state and allocs/record counts the producer's own.
 func benchLoop(b *testing.B, p *Producer, size int, stamped bool) (failed int64) {
 	b.Helper()
+	return benchKeyed(b, p, size, stamped, nil)
+}
+
+// benchKeyed is benchLoop with the i-th record keyed keys[i % len(keys)]
+// (keyless when keys is empty).
+func benchKeyed(b *testing.B, p *Producer, size int, stamped bool, keys [][]byte) (failed int64) {
+	b.Helper()
 	value := make([]byte, size)
 	free := make(chan *Record, 1<<16)
 	var fails atomic.Int64
@@ -55,6 +62,9 @@ func benchLoop(b *testing.B, p *Producer, size int, stamped bool) (failed int64)
 			r = &Record{Topic: "bench", Value: value}
 		}
 		r.Timestamp = time.Time{}
+		if len(keys) > 0 {
+			r.Key = keys[i%len(keys)]
+		}
 		if stamped {
 			// A caller that sets the timestamp (the bench program does,
 			// for latency): the producer then reads no clock per record.
@@ -129,6 +139,27 @@ func BenchmarkProduceSticky1KiB(b *testing.B) {
 	p := newTestProducer(b, c, MaxInFlightRequestsPerConnection(64), BatchSize(16384),
 		Linger(5*time.Millisecond), BufferMemory(32<<20))
 	if failed := benchLoop(b, p, 1024, true); failed > 0 {
+		b.Fatalf("%d records failed", failed)
+	}
+}
+
+// BenchmarkProduceKeyed is 100-byte records keyed over 1,000 partitions,
+// the shape where every record lands in a batch of its own partition that
+// is not in the CPU cache and a batch opens every few records: what the
+// accumulator's per-record path and the sender's pass cost with many
+// partitions.
+//
+//	go test -run '^$' -bench BenchmarkProduceKeyed -benchtime 1000000x ./producer
+func BenchmarkProduceKeyed(b *testing.B) {
+	const parts = 1000
+	c := startCluster(b, broker.Config{Topics: []broker.TopicConfig{{Name: "bench", Partitions: parts, Window: 5}}})
+	p := newTestProducer(b, c, MaxInFlightRequestsPerConnection(64), BatchSize(16384),
+		Linger(5*time.Millisecond), BufferMemory(32<<20))
+	keys := make([][]byte, 4*parts)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "key-%d", i)
+	}
+	if failed := benchKeyed(b, p, 100, true, keys); failed > 0 {
 		b.Fatalf("%d records failed", failed)
 	}
 }

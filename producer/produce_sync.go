@@ -179,13 +179,13 @@ func (s *sender) withdraw(recs []*Record, cause error) map[*Record]bool {
 	fail := func(t *topicState, pr pendingRecord) {
 		p.failRecordLocked(pr, &DeliveryError{Topic: t.name, Partition: pr.rec.Partition(), BaseSequence: -1, Err: cause})
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.acc.mu.Lock()
+	defer p.acc.mu.Unlock()
 	for _, r := range recs {
 		if r == nil {
 			continue
 		}
-		t := p.topics[r.Topic]
+		t := p.acc.topics[r.Topic]
 		if t == nil {
 			continue // rejected before it reached a topic
 		}
@@ -201,9 +201,9 @@ func (s *sender) withdraw(recs []*Record, cause error) map[*Record]bool {
 			continue
 		}
 		ps := t.parts[r.partition]
-		if ps.open != nil && s.withdrawFrom(ps.open, want, fail) {
-			ps.open.recycle()
-			ps.open = nil
+		if pb := ps.buf; pb.open != nil && s.withdrawFrom(pb.open, want, fail) {
+			pb.open.recycle()
+			pb.open = nil
 		}
 		s.takeSealedLocked(ps)
 		ps.queue = slices.DeleteFunc(ps.queue, func(b *batch) bool {

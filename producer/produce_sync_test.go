@@ -85,9 +85,9 @@ func TestProduceSyncWithdrawsWaiting(t *testing.T) {
 	res := p.ProduceSync(ctx, &Record{Topic: "nowhere", Value: []byte("x")})
 	require.ErrorIs(t, res.FirstErr(), context.DeadlineExceeded)
 	assert.False(t, IsFateUnknown(res.FirstErr()))
-	p.mu.Lock()
-	assert.Empty(t, p.topics["nowhere"].waiting)
-	p.mu.Unlock()
+	p.acc.mu.Lock()
+	assert.Empty(t, p.acc.topics["nowhere"].waiting)
+	p.acc.mu.Unlock()
 }
 
 // TestProduceSyncInFlight: a record already sent when ctx ends cannot be

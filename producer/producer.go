@@ -21,37 +21,23 @@ type Producer struct {
 	limiter *inflight.Limiter // admits batches: windows per partition, slots per node
 	mem     *memBudget
 
-	mu         sync.Mutex // guards the following
-	topics     map[string]*topicState
-	pc         produceCache      // Produce's from one record to the next (accumulator.go)
-	active     []*partitionState // partitions holding buffered batches (pruned by expire's walks)
-	opened     []openedBatch     // open batches in the order they opened, for their linger (sendReady), from openedHead
-	openedHead int
-	sealedIn   []*partitionState // partitions with sealed batches for the sender (ps.sealed)
-	closed     bool
-	closing    atomic.Bool   // closed, readable without mu
+	// acc holds the records not yet handed to the sender goroutine, under
+	// its own lock (accumulator.go): Produce takes that lock alone.
+	acc accumulator
+
+	closing    atomic.Bool   // acc.closed, readable without a lock
 	tel        *telemetry    // client metrics push; nil with enable.metrics.push=false
 	leadersGen atomic.Uint64 // moves when a partition's leader or a broker's rack changes (stickyAmong)
 	closeDone  chan struct{} // closed when the first Close returns
-	nodes      map[int32]*nodeState
-	racks      map[int32]string // each broker's rack, from metadata (partitioner.rack.aware)
 
-	// Flush's bookkeeping (flush.go), guarded by mu.
-	gen          uint64        // generation of records accepted now
-	gens         []genCount    // outstanding records per generation, oldest first
-	flushWaiters []flushWaiter // Flush calls waiting
-	flushedGen   uint64        // newest generation a Flush was called for
-	flushed      bool          // flushedGen is set
+	mu    sync.Mutex           // guards the following
+	nodes map[int32]*nodeState // the sender's nodes, for Stats
 
 	wake chan struct{} // buffered(1): tells the sender to look again
 	evMu sync.Mutex    // guards events
 	evs  []func()      // work for the sender goroutine, from conn goroutines
 
 	cbs *callbackQueue
-
-	// txn is the transaction as Produce sees it (transaction.go), under
-	// mu; nil without transactional.id.
-	txn *txnMirror
 
 	quit       chan struct{} // closed by Close to stop the sender
 	senderDone chan struct{}
@@ -113,7 +99,6 @@ func newProducer(cfg config) (*Producer, error) {
 		cfg:        cfg,
 		log:        log,
 		mem:        newMemBudget(cfg.bufferMemory),
-		topics:     make(map[string]*topicState),
 		nodes:      make(map[int32]*nodeState),
 		closeDone:  make(chan struct{}),
 		wake:       make(chan struct{}, 1),
@@ -152,9 +137,10 @@ func newProducer(cfg config) (*Producer, error) {
 		testhooks.FixedWindow(lim, n)
 	}
 	p.limiter = lim
+	p.acc.topics = make(map[string]*topicState)
 	p.cbs = newCallbackQueue()
 	if cfg.transactionalID != "" {
-		p.txn = &txnMirror{}
+		p.acc.txn = &txnMirror{}
 	}
 	p.s = newSender(p)
 	if cfg.metricsPush {
@@ -254,7 +240,7 @@ func (p *Producer) produce(ctx context.Context, r *Record, cb Callback, block bo
 			ErrRecordTooLarge, size, p.cfg.maxRequestSize, p.cfg.bufferMemory))
 		return
 	}
-	if p.closing.Load() { // lock-free; checked again under mu below
+	if p.closing.Load() { // lock-free; checked again under acc.mu below
 		p.reject(r, cb, ErrClosed)
 		return
 	}
@@ -277,25 +263,25 @@ func (p *Producer) produce(ctx context.Context, r *Record, cb Callback, block bo
 		p.reject(r, cb, ErrBufferFull)
 		return
 	}
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
+	p.acc.mu.Lock()
+	if p.acc.closed {
+		p.acc.mu.Unlock()
 		p.mem.Release(int64(size))
 		p.reject(r, cb, ErrClosed)
 		return
 	}
-	if p.txn != nil {
+	if p.acc.txn != nil {
 		if err := p.produceRefusedLocked(); err != nil {
-			p.mu.Unlock()
+			p.acc.mu.Unlock()
 			p.mem.Release(int64(size))
 			p.reject(r, cb, err)
 			return
 		}
 	}
 	err := p.appendLocked(r, accepted, size)
-	ahead := p.pc.ahead
-	p.pc.ahead = nil
-	p.mu.Unlock()
+	ahead := p.acc.pc.ahead
+	p.acc.pc.ahead = nil
+	p.acc.mu.Unlock()
 	prefetch(ahead)
 	if err != nil {
 		p.mem.Release(int64(size))
@@ -326,9 +312,9 @@ func (p *Producer) Flush(ctx context.Context) error {
 	if p.onOwnGoroutine() {
 		return ErrInCallback
 	}
-	p.mu.Lock()
+	p.acc.mu.Lock()
 	done := p.startFlushLocked()
-	p.mu.Unlock()
+	p.acc.mu.Unlock()
 	p.wakeSender()
 	select {
 	case <-done:
@@ -359,12 +345,12 @@ func (p *Producer) Close(ctx context.Context) error {
 	if p.onOwnGoroutine() {
 		return ErrInCallback
 	}
-	if p.txn != nil {
+	if p.acc.txn != nil {
 		p.closeTransaction(ctx)
 	}
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
+	p.acc.mu.Lock()
+	if p.acc.closed {
+		p.acc.mu.Unlock()
 		select {
 		case <-p.closeDone:
 			return nil
@@ -372,10 +358,10 @@ func (p *Producer) Close(ctx context.Context) error {
 			return fmt.Errorf("producer: close: waiting for another Close: %w", ctx.Err())
 		}
 	}
-	p.closed = true
+	p.acc.closed = true
 	p.closing.Store(true)
 	done := p.startFlushLocked() // no record is accepted from now on
-	p.mu.Unlock()
+	p.acc.mu.Unlock()
 	p.wakeSender()
 
 	var err error

@@ -37,9 +37,9 @@ func (p *Producer) Purge(ctx context.Context) error {
 	if p.onOwnGoroutine() {
 		return ErrInCallback
 	}
-	p.mu.Lock()
-	closed := p.closed
-	p.mu.Unlock()
+	p.acc.mu.Lock()
+	closed := p.acc.closed
+	p.acc.mu.Unlock()
 	if closed {
 		return ErrClosed
 	}
@@ -77,9 +77,9 @@ func (p *Producer) Purge(ctx context.Context) error {
 // records fails. Runs on the sender goroutine.
 func (s *sender) purge() {
 	p := s.p
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, t := range p.topics {
+	p.acc.mu.Lock()
+	defer p.acc.mu.Unlock()
+	for _, t := range p.acc.topics {
 		if len(t.waiting) > 0 && s.txn != nil {
 			// The core counts a record once its batch is queued, and
 			// sees a queued one fail through finish; these it never saw.

@@ -134,9 +134,9 @@ func TestRackAwareLeaderLeavesRack(t *testing.T) {
 	c := rackCluster(t)
 	p := rackProducer(t, c, map[string]string{"client.rack": "b", "partitioner.rack.aware": "true"})
 	keylessPartitions(t, p, 5)
-	p.mu.Lock()
-	sticky := p.topics["t"].sticky.current
-	p.mu.Unlock()
+	p.acc.mu.Lock()
+	sticky := p.acc.topics["t"].sticky.current
+	p.acc.mu.Unlock()
 	require.Equal(t, int32(1), sticky%3)
 	require.NoError(t, c.MoveLeader("t", sticky, 0))
 	probe := &Record{Topic: "t", Value: []byte("probe")}
@@ -170,7 +170,7 @@ func TestRackAwareRackLearned(t *testing.T) {
 		racks[part%3] = true
 	}
 	require.Len(t, racks, 3, "records reach every node: %v", got)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	require.Empty(t, p.racks)
+	p.acc.mu.Lock()
+	defer p.acc.mu.Unlock()
+	require.Empty(t, p.acc.racks)
 }

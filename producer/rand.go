@@ -5,7 +5,7 @@ import "math/rand/v2"
 // randSources are the one producer's sources of random choices, one per
 // goroutine that draws, so no draw takes a lock: part for the partition
 // choices (the sticky partition, RandomPartitioner's), drawn with
-// Producer.mu held; send for backoff jitter, drawn by the sender goroutine
+// acc.mu held; send for backoff jitter, drawn by the sender goroutine
 // alone; telemetry for the first push's jitter, drawn by the client
 // metrics push goroutine alone. A producer seeds them at random; a test seeds them from its
 // schedule (seededRandom), so a failing randomized run takes the same

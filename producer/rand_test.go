@@ -56,8 +56,8 @@ func TestProducerDrawsFromItsSources(t *testing.T) {
 	p, err := New(BootstrapServers("127.0.0.1:1"), seededRandom(7))
 	require.NoError(t, err)
 	defer p.Close(t.Context())
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.acc.mu.Lock()
+	defer p.acc.mu.Unlock()
 	require.Same(t, p.cfg.rand.part, p.topicLocked("t").sticky.rand)
 	require.NotSame(t, p.cfg.rand.part, p.cfg.rand.send, "the sender's source is its own: no lock")
 }

@@ -96,7 +96,7 @@ type sender struct {
 	expireAt time.Time    // earliest delivery timeout expire's last walk of the partitions found (zero: none)
 	settling []*settleJob // batches of unknown fate waiting for read-back (readback.go)
 
-	// Limit changes wait here while Producer.mu is held (limitChanged).
+	// Limit changes wait here while acc.mu is held (limitChanged).
 	holdWindows bool
 	heldWindows []limitChange
 	// resetWhy is the cause a Limiter.Reset reports: WindowIdle but
@@ -111,7 +111,7 @@ type sender struct {
 type senderProbe struct {
 	loops       atomic.Int64 // iterations of run's loop
 	visits      atomic.Int64 // partitions sendReady visited
-	looks       atomic.Int64 // partitions sendReady looked at under Producer.mu
+	looks       atomic.Int64 // partitions sendReady looked at under acc.mu
 	holds       atomic.Int64 // passes in which a lingered batch was held (heldByNode)
 	expireWalks atomic.Int64 // expire's walks of the partitions
 }
@@ -324,46 +324,46 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 	s.splitWait = s.splitWait[:0]
 
 	s.holdLingered()
-	p.mu.Lock()
-	if p.closed {
+	p.acc.mu.Lock()
+	if p.acc.closed {
 		// Close seals everything (Flush seals what it waits for itself,
 		// flush.go).
-		for _, ps := range p.active {
-			p.sealLocked(ps)
+		for _, pb := range p.acc.active {
+			p.sealLocked(pb)
 		}
 	}
 	// Only the partitions something may have changed for are looked at,
 	// not every partition holding data: the lingered batches kept open
-	// (s.lingering), the batches whose linger ended (p.opened, in the
+	// (s.lingering), the batches whose linger ended (p.acc.opened, in the
 	// order they opened) and the partitions with sealed batches
-	// (p.sealedIn). At 1,000 keyed partitions a walk over all of them
-	// under Producer.mu in every pass kept Produce waiting for the lock.
+	// (p.acc.sealedIn). At 1,000 keyed partitions a walk over all of them
+	// under acc.mu in every pass kept Produce waiting for the lock.
 	if s.probe != nil {
-		s.probe.looks.Add(int64(s.lingering.len() + len(p.sealedIn)))
+		s.probe.looks.Add(int64(s.lingering.len() + len(p.acc.sealedIn)))
 	}
 	s.lingering.keep(func(ps *partitionState) bool {
-		b := ps.open
-		if b != nil && ps.lingerHeld && !s.ready.has(ps) && !s.rescan {
+		b := ps.buf.open
+		if b != nil && ps.heldOpen() && !s.ready.has(ps) && !s.rescan {
 			// Held before and nothing changed for it: the batch is the
-			// one held (a new batch clears lingerHeld), so it is not
-			// read (a cache miss per held partition per pass).
+			// one held (lingerHeld names it), so it is not read (a
+			// cache miss per held partition per pass).
 			return true
 		}
 		if b == nil || now.Before(b.created.Add(s.cfg.linger)) {
 			// Sealed or withdrawn since; a new batch comes back through
-			// p.opened.
+			// p.acc.opened.
 			return false
 		}
 		return s.lingeredKeptOpen(ps, b.created.Add(s.cfg.linger), now, &next)
 	})
-	k := p.openedHead
-	for ; k < len(p.opened); k++ {
+	k := p.acc.openedHead
+	for ; k < len(p.acc.opened); k++ {
 		if s.probe != nil {
 			s.probe.looks.Add(1)
 		}
-		e := p.opened[k]
-		ps := e.ps
-		if ps.open == nil || !ps.open.created.Equal(e.created) || s.lingering.has(ps) {
+		e := p.acc.opened[k]
+		ps := e.pb.ps
+		if e.pb.open == nil || !e.pb.open.created.Equal(e.created) || s.lingering.has(ps) {
 			continue // sealed, withdrawn, or looked at above
 		}
 		deadline := e.created.Add(s.cfg.linger)
@@ -376,13 +376,13 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 		}
 	}
 	p.dropOpenedLocked(k)
-	for i, ps := range p.sealedIn {
-		ps.inSealedIn = false
-		s.takeSealedLocked(ps)
-		p.sealedIn[i] = nil
+	for i, pb := range p.acc.sealedIn {
+		pb.inSealedIn = false
+		s.takeSealedLocked(pb.ps)
+		p.acc.sealedIn[i] = nil
 	}
-	p.sealedIn = p.sealedIn[:0]
-	p.mu.Unlock()
+	p.acc.sealedIn = p.acc.sealedIn[:0]
+	p.acc.mu.Unlock()
 	if s.rescan {
 		s.rescan = false
 		s.pruneActive()
@@ -480,27 +480,27 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 	return next
 }
 
-// dropOpenedLocked drops the entries of p.opened before index k, which a
+// dropOpenedLocked drops the entries of p.acc.opened before index k, which a
 // pass looked at. The rest move to the front only once they are at most
 // half the slice, so a pass does not copy the batches still lingering
-// (thousands at 10,000 keyed partitions). Called with p.mu held.
+// (thousands at 10,000 keyed partitions). Called with acc.mu held.
 func (p *Producer) dropOpenedLocked(k int) {
-	clear(p.opened[p.openedHead:k])
-	p.openedHead = k
-	if 2*k >= len(p.opened) {
-		n := copy(p.opened, p.opened[k:])
-		clear(p.opened[n:])
-		p.opened, p.openedHead = p.opened[:n], 0
+	clear(p.acc.opened[p.acc.openedHead:k])
+	p.acc.openedHead = k
+	if 2*k >= len(p.acc.opened) {
+		n := copy(p.acc.opened, p.acc.opened[k:])
+		clear(p.acc.opened[n:])
+		p.acc.opened, p.acc.openedHead = p.acc.opened[:n], 0
 	}
 }
 
 // lingeredKeptOpen decides about ps's open batch, whose linger ended at
 // deadline: seal it, or keep it open and filling. It reports whether the
 // batch stays open (sendReady keeps ps in s.lingering to look again).
-// Called with p.mu held.
+// Called with acc.mu held.
 func (s *sender) lingeredKeptOpen(ps *partitionState, deadline, now time.Time, next *time.Time) bool {
 	switch {
-	case ps.lingerHeld && !s.ready.has(ps) && !s.rescan:
+	case ps.heldOpen() && !s.ready.has(ps) && !s.rescan:
 		// Found unable to send before, and nothing that could change
 		// that has happened to it since.
 		return true
@@ -510,13 +510,16 @@ func (s *sender) lingeredKeptOpen(ps *partitionState, deadline, now time.Time, n
 		// past its linger. Looked at in every pass while held (the
 		// negative control parks it until the node's next response
 		// instead).
-		ps.lingerHeld = s.cfg.regress.on(holdUnbounded)
+		ps.lingerHeld = 0
+		if s.cfg.regress.on(holdUnbounded) {
+			ps.lingerHeld = ps.buf.openGen
+		}
 		return true
-	case s.canSendNow(ps) && s.room(ps) > len(ps.queue)+len(ps.sealed):
+	case s.canSendNow(ps) && s.room(ps) > len(ps.queue)+len(ps.buf.sealed):
 		// Every sealed batch goes out in this pass with room to spare:
 		// the lingered tail goes with them, rather than wait for their
 		// acks to wake the sender.
-		s.p.sealLocked(ps)
+		s.p.sealLocked(ps.buf)
 		return false
 	default:
 		// A lingered batch of a partition that cannot send now keeps
@@ -526,12 +529,18 @@ func (s *sender) lingeredKeptOpen(ps *partitionState, deadline, now time.Time, n
 		// metadata answer can change that: one is asked for (the run
 		// loop starts it, or waits out its backoff), since an answer
 		// that came while the partition held nothing asked for none.
-		ps.lingerHeld = true
+		ps.lingerHeld = ps.buf.openGen
 		if ps.leader() < 0 {
 			s.metaWanted.Store(true)
 		}
 		return true
 	}
+}
+
+// heldOpen reports whether ps's open batch is the one lingeredKeptOpen
+// found unable to send (lingerHeld). Called with acc.mu held.
+func (ps *partitionState) heldOpen() bool {
+	return ps.lingerHeld != 0 && ps.lingerHeld == ps.buf.openGen
 }
 
 // pruneActive drops from s.active the partitions with nothing queued,

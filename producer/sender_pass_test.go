@@ -12,7 +12,7 @@ import (
 )
 
 // Issue 20, keyed records over 1,000 partitions: a batch opens every few
-// records, and each sender pass walked every partition under Producer.mu.
+// records, and each sender pass walked every partition under acc.mu.
 // These count what a pass costs, not how long it takes.
 
 // newBatchWakeups opens a batch on each of 200 partitions, one at a time,
@@ -94,7 +94,7 @@ func TestExpireWalksOnlyWhenDue(t *testing.T) {
 // looksWhileLingering opens a batch on each of 400 partitions with a 1 s
 // linger, then seals 50 full batches on 50 of them, one at a time at one
 // instant of virtual time, and returns how many partitions the sender
-// looked at under Producer.mu meanwhile.
+// looked at under acc.mu meanwhile.
 func looksWhileLingering(t *testing.T) int64 {
 	const parts = 400
 	var looks int64
@@ -123,7 +123,7 @@ func looksWhileLingering(t *testing.T) int64 {
 	return looks
 }
 
-// TestSenderPassLooksOnlyAtChanges: under Producer.mu a sender pass looks
+// TestSenderPassLooksOnlyAtChanges: under acc.mu a sender pass looks
 // only at the partitions with sealed batches, the batches whose linger
 // ended and those kept open past it, not at every partition holding data
 // (issue 20: at 1,000 keyed partitions that walk, in every pass, kept
@@ -141,28 +141,28 @@ func TestPendingRecordFitsHalfALine(t *testing.T) {
 }
 
 // TestDropOpenedCopiesOnlyPastHalf: dropping the entries a pass looked at
-// leaves the rest in place until they are at most half of p.opened, then
+// leaves the rest in place until they are at most half of p.acc.opened, then
 // moves them to the front, in order.
 func TestDropOpenedCopiesOnlyPastHalf(t *testing.T) {
 	p := &Producer{}
-	parts := make([]*partitionState, 10)
+	parts := make([]*partBuf, 10)
 	for i := range parts {
-		parts[i] = &partitionState{id: int32(i)}
-		p.opened = append(p.opened, openedBatch{ps: parts[i]})
+		parts[i] = &partBuf{ps: &partitionState{id: int32(i)}}
+		p.acc.opened = append(p.acc.opened, openedBatch{pb: parts[i]})
 	}
-	first := &p.opened[0]
+	first := &p.acc.opened[0]
 	p.dropOpenedLocked(3)
-	require.Equal(t, 3, p.openedHead, "fewer than half dropped: nothing moved")
-	require.Len(t, p.opened, 10)
-	require.Same(t, first, &p.opened[0], "same array")
-	require.Nil(t, p.opened[0].ps, "dropped entries hold no partition")
+	require.Equal(t, 3, p.acc.openedHead, "fewer than half dropped: nothing moved")
+	require.Len(t, p.acc.opened, 10)
+	require.Same(t, first, &p.acc.opened[0], "same array")
+	require.Nil(t, p.acc.opened[0].pb, "dropped entries hold no partition")
 	p.dropOpenedLocked(6)
-	require.Zero(t, p.openedHead, "past half: the rest moved to the front")
-	require.Len(t, p.opened, 4)
-	for i, e := range p.opened {
-		require.Same(t, parts[6+i], e.ps)
+	require.Zero(t, p.acc.openedHead, "past half: the rest moved to the front")
+	require.Len(t, p.acc.opened, 4)
+	for i, e := range p.acc.opened {
+		require.Same(t, parts[6+i], e.pb)
 	}
 	p.dropOpenedLocked(4)
-	require.Empty(t, p.opened)
-	require.Zero(t, p.openedHead)
+	require.Empty(t, p.acc.opened)
+	require.Zero(t, p.acc.openedHead)
 }

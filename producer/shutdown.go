@@ -28,23 +28,23 @@ func (s *sender) shutdown() {
 	}
 	s.settleAll()
 	p := s.p
-	// Attempts in flight are reported before Producer.mu is taken: a hook
+	// Attempts in flight are reported before acc.mu is taken: a hook
 	// may call Stats or Produce, which take it (Close deadlocked). No
-	// topic is added meanwhile: p.closed is set.
-	p.mu.Lock()
+	// topic is added meanwhile: p.acc.closed is set.
+	p.acc.mu.Lock()
 	var inflight []*batch
-	for _, t := range p.topics {
+	for _, t := range p.acc.topics {
 		for _, ps := range t.parts {
 			inflight = append(inflight, ps.inflight...)
 		}
 	}
-	p.mu.Unlock()
+	p.acc.mu.Unlock()
 	for _, b := range inflight {
 		s.cfg.hooks.batchRejected(s, -1, b, ErrClosed, false)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, t := range p.topics {
+	p.acc.mu.Lock()
+	defer p.acc.mu.Unlock()
+	for _, t := range p.acc.topics {
 		for _, pr := range t.waiting {
 			p.failRecordLocked(pr.pendingRecord, &DeliveryError{Topic: t.name, Partition: -1, BaseSequence: -1, Err: ErrClosed})
 		}
@@ -63,7 +63,7 @@ func (s *sender) shutdown() {
 			}
 		}
 	}
-	p.active = nil
+	p.acc.active = nil
 	if s.txn != nil {
 		s.txn.shutdown()
 	}

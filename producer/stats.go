@@ -116,11 +116,11 @@ func (p *Producer) Stats() Stats {
 		st.ProducerID, st.ProducerEpoch = id>>16, int16(uint16(id))
 	}
 	st.BufferedBytes = p.mem.Held()
-	p.mu.Lock()
-	for _, g := range p.gens {
+	p.acc.mu.Lock()
+	for _, g := range p.acc.gens {
 		st.BufferedRecords += g.n
 	}
-	for _, t := range p.topics {
+	for _, t := range p.acc.topics {
 		for _, ps := range t.parts {
 			limit, inFlight, state := p.limiter.Snapshot(ps.admission)
 			st.Partitions = append(st.Partitions, PartitionStats{
@@ -136,6 +136,8 @@ func (p *Producer) Stats() Stats {
 			})
 		}
 	}
+	p.acc.mu.Unlock()
+	p.mu.Lock()
 	for _, n := range p.nodes {
 		st.Nodes = append(st.Nodes, NodeStats{ID: n.id, Connected: n.connected.Load(), RequestsInFlight: p.limiter.NodeInFlight(n.admission),
 			Requests: n.stats.requests.Load(), RequestTime: time.Duration(n.stats.requestNanos.Load())})
@@ -155,9 +157,9 @@ func (p *Producer) Stats() Stats {
 // longhaul.max.window; 1 on a Kafka 0.11 leader (Produce v3), which
 // retains only the last batch; 5 for a partition it does not know.
 func (p *Producer) InFlightLimit(topic string, partition int32) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	t := p.topics[topic]
+	p.acc.mu.Lock()
+	defer p.acc.mu.Unlock()
+	t := p.acc.topics[topic]
 	if t == nil || partition < 0 || int(partition) >= len(t.parts) {
 		return inflight.DefaultWindow
 	}

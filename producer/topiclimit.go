@@ -19,7 +19,7 @@ import (
 // not on every batch.
 //
 // The sender goroutine alone writes it; placeLocked reads it under
-// Producer.mu. A reader may see refused and taken from different updates:
+// acc.mu. A reader may see refused and taken from different updates:
 // each is a bound on its own, so the target is still one that a batch
 // between them would take.
 type batchLimit struct {
@@ -108,7 +108,7 @@ func (p *Producer) limitFresh(since int64) bool {
 // once t refused a batch as too large (batchLimit). A record larger than
 // that goes in a batch of its own, which the broker takes or refuses: a
 // record is never failed on a remembered answer, since the topic's limit
-// may have been raised since. Called with p.mu held.
+// may have been raised since. Called with acc.mu held.
 func (p *Producer) batchTarget(t *topicState) int {
 	target, _ := t.limit.target(p.cfg.batchSize, p.limitFresh)
 	return target

@@ -18,7 +18,7 @@ import (
 // producer state: its next batch goes alone (the first-batch gate) and any
 // leader epoch is news, since a new topic counts epochs from 0 again.
 // Partitions beyond count are gone: what waits for them fails with
-// ErrPartitionGone. Called on the sender goroutine with p.mu held.
+// ErrPartitionGone. Called on the sender goroutine with acc.mu held.
 func (s *sender) topicRecreatedLocked(t *topicState, count int32) {
 	s.p.log.Info("topic re-created: new topic id", "topic", t.name, "partitions", count)
 	t.recreated++
@@ -51,6 +51,8 @@ func (s *sender) topicRecreatedLocked(t *topicState, count int32) {
 	}
 	clear(t.parts[count:])
 	t.parts = t.parts[:count]
+	clear(t.bufs[count:])
+	t.bufs = t.bufs[:count]
 }
 
 // dropPartitionLocked fails every batch of a vanished partition that is

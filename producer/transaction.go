@@ -93,7 +93,7 @@ var errNotTransactional = &txnError{class: ErrTransactionState, msg: "the produc
 // txnCheck makes the checks every transactional call makes first.
 func (p *Producer) txnCheck(ctx context.Context) error {
 	mustContext(ctx)
-	if p.txn == nil {
+	if p.acc.txn == nil {
 		return errNotTransactional
 	}
 	if p.onOwnGoroutine() {
@@ -169,21 +169,21 @@ func (p *Producer) BeginTransaction() error {
 	if err := p.txnCheck(context.Background()); err != nil {
 		return err
 	}
-	p.mu.Lock()
-	m := p.txn
+	p.acc.mu.Lock()
+	m := p.acc.txn
 	switch {
 	case m.open && m.err != nil:
 		err := m.err
-		p.mu.Unlock()
+		p.acc.mu.Unlock()
 		return err
 	case m.open:
-		p.mu.Unlock()
+		p.acc.mu.Unlock()
 		return &txnError{class: ErrTransactionState, msg: "BeginTransaction while a transaction is open"}
 	case m.end != nil && !m.end.call.finished():
-		p.mu.Unlock()
+		p.acc.mu.Unlock()
 		return &txnError{class: ErrTransactionState, msg: "BeginTransaction before the last transaction's CommitTransaction or AbortTransaction completed"}
 	}
-	p.mu.Unlock()
+	p.acc.mu.Unlock()
 	err := p.onSender(func() error { return p.s.txn.begin() })
 	if errors.Is(err, errTxnNeedInit) {
 		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.maxBlock)
@@ -210,10 +210,10 @@ func (p *Producer) SendOffsetsToTransaction(ctx context.Context, group GroupMeta
 	if err := p.txnCheck(ctx); err != nil {
 		return err
 	}
-	p.mu.Lock()
-	m := p.txn
+	p.acc.mu.Lock()
+	m := p.acc.txn
 	open, terr := m.open, m.err
-	p.mu.Unlock()
+	p.acc.mu.Unlock()
 	if terr != nil {
 		return terr
 	}
@@ -263,8 +263,8 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 	if err := p.txnCheck(ctx); err != nil {
 		return err
 	}
-	p.mu.Lock()
-	m := p.txn
+	p.acc.mu.Lock()
+	m := p.acc.txn
 	var end *txnEnd
 	switch {
 	case m.open:
@@ -272,7 +272,7 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 		end = &txnEnd{commit: true, call: newTxnCall()}
 		m.end = end
 		flushed := p.startFlushLocked()
-		p.mu.Unlock()
+		p.acc.mu.Unlock()
 		p.wakeSender()
 		call := end.call
 		if p.cfg.regress.on(txnEndEarly) {
@@ -290,9 +290,9 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 		}()
 	case m.end != nil && m.end.commit && !m.end.observed:
 		end = m.end // called again after its ctx ended
-		p.mu.Unlock()
+		p.acc.mu.Unlock()
 	default:
-		p.mu.Unlock()
+		p.acc.mu.Unlock()
 		return p.onSender(func() error { return p.s.txn.core.stateErr("commit") })
 	}
 	return p.endResult(ctx, end, "commit transaction")
@@ -302,9 +302,9 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 func (p *Producer) endResult(ctx context.Context, end *txnEnd, what string) error {
 	err := p.await(ctx, end.call, what)
 	if end.call.finished() {
-		p.mu.Lock()
+		p.acc.mu.Lock()
 		end.observed = true
-		p.mu.Unlock()
+		p.acc.mu.Unlock()
 	}
 	return err
 }
@@ -324,21 +324,21 @@ func (p *Producer) AbortTransaction(ctx context.Context) error {
 	if err := p.txnCheck(ctx); err != nil {
 		return err
 	}
-	p.mu.Lock()
-	m := p.txn
+	p.acc.mu.Lock()
+	m := p.acc.txn
 	var end *txnEnd
 	switch {
 	case m.end != nil && !m.end.commit && !m.end.observed:
 		end = m.end // called again after its ctx ended
-		p.mu.Unlock()
+		p.acc.mu.Unlock()
 	case m.end != nil && m.end.commit && (!m.end.call.finished() || !m.end.observed):
-		p.mu.Unlock()
+		p.acc.mu.Unlock()
 		return &txnError{class: ErrTransactionState, msg: "AbortTransaction while CommitTransaction has not returned its outcome: call CommitTransaction again"}
 	default:
 		m.open = false
 		end = &txnEnd{call: newTxnCall()}
 		m.end = end
-		p.mu.Unlock()
+		p.acc.mu.Unlock()
 		call := end.call
 		p.post(func() { p.s.txn.abort(call) })
 	}
@@ -347,9 +347,9 @@ func (p *Producer) AbortTransaction(ctx context.Context) error {
 
 // produceRefusedLocked is why Produce refuses a record of a transactional
 // producer: outside a transaction, or in one that can only be aborted.
-// Called with p.mu held.
+// Called with acc.mu held.
 func (p *Producer) produceRefusedLocked() error {
-	m := p.txn
+	m := p.acc.txn
 	if m.err != nil {
 		return m.err
 	}
@@ -362,10 +362,10 @@ func (p *Producer) produceRefusedLocked() error {
 // closeTransaction aborts the open transaction (or the one whose commit
 // failed) before Close, bounded by ctx.
 func (p *Producer) closeTransaction(ctx context.Context) {
-	p.mu.Lock()
-	m := p.txn
+	p.acc.mu.Lock()
+	m := p.acc.txn
 	open := m.open || (m.end != nil && m.end.commit && m.end.call.finished() && m.end.call.err != nil && errors.Is(m.end.call.err, ErrTransactionAbortable))
-	p.mu.Unlock()
+	p.acc.mu.Unlock()
 	if !open {
 		return
 	}

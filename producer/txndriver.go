@@ -48,7 +48,7 @@ func (c *txnCall) finished() bool {
 }
 
 // txnMirror is what Produce and the application calls read of the
-// transaction under Producer.mu, so that Produce needs no round trip to
+// transaction under acc.mu, so that Produce needs no round trip to
 // the sender goroutine.
 type txnMirror struct {
 	// open: BeginTransaction returned and neither Commit nor Abort was
@@ -89,7 +89,7 @@ type txnDriver struct {
 	offsetCalls []*txnCall // in call order, as the core completes them
 	endCall     *txnCall   // the commit or abort the core works on
 
-	// outs are outcomes of batch events, which happen where Producer.mu
+	// outs are outcomes of batch events, which happen where acc.mu
 	// may be held: applied by settle, outside it.
 	outs []txnOutcome
 	// dropped: the unsent records were failed since the transaction
@@ -113,7 +113,7 @@ func txnTP(ps *partitionState) protocol.TopicPartition {
 // --- the sender's batch events -------------------------------------------
 
 // queued records that the sender took these sealed batches of ps (takeSealedLocked).
-// Called with Producer.mu held.
+// Called with acc.mu held.
 func (d *txnDriver) queued(ps *partitionState, bs []*batch) {
 	n := 0
 	for _, b := range bs {
@@ -139,7 +139,7 @@ func (d *txnDriver) sent(ps *partitionState, b *batch) {
 }
 
 // done records that b's outcome is final (err nil: written). May run with
-// Producer.mu held.
+// acc.mu held.
 func (d *txnDriver) done(b *batch, err error) {
 	tp := txnTP(b.part)
 	if d.s.cfg.regress.on(txnCommitAfterFailed) {
@@ -280,9 +280,9 @@ func (d *txnDriver) begin() error {
 		return err
 	}
 	p := d.s.p
-	p.mu.Lock()
-	p.txn.open, p.txn.err, p.txn.end = true, nil, nil
-	p.mu.Unlock()
+	p.acc.mu.Lock()
+	p.acc.txn.open, p.acc.txn.err, p.acc.txn.end = true, nil, nil
+	p.acc.mu.Unlock()
 	d.dropped = false
 	d.s.rescan = true
 	return nil
@@ -352,8 +352,8 @@ func (d *txnDriver) abort(call *txnCall) {
 func (d *txnDriver) dropUnsent(cause error) {
 	s := d.s
 	p := s.p
-	p.mu.Lock()
-	for _, t := range p.topics {
+	p.acc.mu.Lock()
+	for _, t := range p.acc.topics {
 		for _, w := range t.waiting {
 			p.failRecordLocked(w.pendingRecord, &DeliveryError{Topic: t.name, Partition: -1, BaseSequence: -1, Err: cause})
 		}
@@ -370,7 +370,7 @@ func (d *txnDriver) dropUnsent(cause error) {
 			}
 		}
 	}
-	p.mu.Unlock()
+	p.acc.mu.Unlock()
 }
 
 // --- the loop ----------------------------------------------------------------
@@ -422,9 +422,9 @@ func (d *txnDriver) settle() {
 	switch c.state {
 	case txnAbortableError, txnFenced, txnFatalError:
 		p := d.s.p
-		p.mu.Lock()
-		p.txn.err = c.err
-		p.mu.Unlock()
+		p.acc.mu.Lock()
+		p.acc.txn.err = c.err
+		p.acc.mu.Unlock()
 		if !d.dropped {
 			d.dropped = true
 			d.dropUnsent(c.err)
@@ -507,8 +507,8 @@ func (d *txnDriver) identity(fromInit bool, rearm bool) {
 		s.renumber() // the bug's renumbering of what waits for retry
 	}
 	var rearmed []*partitionState
-	p.mu.Lock()
-	for _, t := range p.topics {
+	p.acc.mu.Lock()
+	for _, t := range p.acc.topics {
 		for _, ps := range t.parts {
 			if !renumbered {
 				ps.nextSeq = 0
@@ -518,7 +518,7 @@ func (d *txnDriver) identity(fromInit bool, rearm bool) {
 			}
 		}
 	}
-	p.mu.Unlock()
+	p.acc.mu.Unlock()
 	if fromInit {
 		p.limiter.ResetAll()
 	}
