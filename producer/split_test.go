@@ -69,6 +69,11 @@ func splitMemoryRun(t *testing.T, parts int32, limit int64, batchSize, records, 
 			sample()
 		}
 		wg.Wait()
+		// The callback goroutine gives a batch's bytes back after its
+		// callbacks, so the last release may still be on its way when
+		// wg.Wait returns (seen under -race on a loaded machine): wait
+		// until it is idle.
+		synctest.Wait()
 		p.mem.Release(force)
 		require.True(t, memoryReleased(p), "every byte back once every callback ran")
 	})
