@@ -2,7 +2,6 @@ package producer
 
 import (
 	"context"
-	"math"
 	"net"
 	"sync"
 	"testing"
@@ -14,7 +13,8 @@ import (
 	"github.com/longhaul-kafka/longhaul/internal/broker"
 )
 
-// Connection and identity edge cases of issue 20 ("also check").
+// Connection edge cases of issue 20 ("also check"); its identity case is in
+// idempotence_test.go.
 
 // A bootstrap address that accepts connections and never answers gets its
 // own share of the dial budget, not all of it: the first metadata request
@@ -91,37 +91,5 @@ func TestDialCompletingAfterAddressChangeIsDropped(t *testing.T) {
 			got <- nd.conn == nil && !nd.dialing
 		})
 		require.True(t, <-got, "the connection to the old address was installed")
-	})
-}
-
-// An epoch bump at epoch 32767 asks for a new producer id instead: an
-// epoch cannot go past it (KIP-360). The records after it are written
-// under the new id.
-func TestEpochAtMaxTakesNewProducerID(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
-		p := memProducer(t, c, n)
-		require.NoError(t, p.ProduceSync(context.Background(), &Record{Topic: "t", Value: []byte("a")}).FirstErr())
-		oldID := p.Stats().ProducerID
-		newIDs, bumps := c.InitProducerIDRequests()
-		done := make(chan struct{})
-		p.post(func() {
-			// As if 32767 bumps had happened. The broker would answer a
-			// bump of an epoch it did not hand out with a new id too, so
-			// the test checks what the producer asks for.
-			p.s.epoch = math.MaxInt16
-			p.s.needBump = true
-			close(done)
-		})
-		<-done
-		require.NoError(t, p.ProduceSync(context.Background(), &Record{Topic: "t", Value: []byte("b")}).FirstErr())
-		st := p.Stats()
-		require.NotEqual(t, oldID, st.ProducerID, "a new producer id")
-		require.Zero(t, st.ProducerEpoch)
-		newIDs2, bumps2 := c.InitProducerIDRequests()
-		require.Equal(t, newIDs+1, newIDs2, "asked for a new id")
-		require.Equal(t, bumps, bumps2, "asked for no bump past 32767")
-		recs := c.Records("t", 0)
-		require.Equal(t, st.ProducerID, recs[len(recs)-1].ProducerID)
 	})
 }

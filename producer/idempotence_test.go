@@ -2,7 +2,9 @@ package producer
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
+	"math"
 	"net"
 	"strconv"
 	"sync/atomic"
@@ -10,13 +12,13 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
-
 	"github.com/longhaul-kafka/longhaul/internal/broker"
 	"github.com/longhaul-kafka/longhaul/internal/memnet"
 	"github.com/longhaul-kafka/longhaul/protocol"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // editProxy relays every request of a one-node cluster and its answer,
@@ -152,5 +154,75 @@ func TestInitProducerIDSameIdentityIsNotTaken(t *testing.T) {
 			require.GreaterOrEqual(t, r.Offset, int64(0), "record %d delivered without an offset", i)
 			require.Equal(t, r.Value, log[r.Offset].Value)
 		}
+	})
+}
+
+// TestInitProducerIDDeniedFailsAtOnce: a principal without the right to
+// write idempotently gets CLUSTER_AUTHORIZATION_FAILED for InitProducerId
+// (Kafka before 2.8 without IdempotentWrite on the cluster; later ones
+// without Write on any topic). Retrying cannot help until the ACLs
+// change, so records fail at once, as the Java producer's fatal error
+// does, with an error wrapping the broker's, instead of waiting out
+// delivery.timeout.ms; the producer keeps asking with backoff, so records
+// produced once it has asked again after the ACL was granted go through.
+func TestInitProducerIDDeniedFailsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
+		var denied atomic.Bool
+		denied.Store(true)
+		addr := editProxy(t, n, c.Addr(), func(r kmsg.Response) {
+			if ip, ok := r.(*kmsg.InitProducerIDResponse); ok && denied.Load() {
+				ip.ProducerID, ip.ProducerEpoch, ip.ErrorCode = -1, -1, kerr.ClusterAuthorizationFailed.Code
+			}
+		})
+		p := memProducer(t, c, n, BootstrapServers(addr), DeliveryTimeout(2*time.Minute))
+		start := time.Now()
+		err := p.ProduceSync(t.Context(), &Record{Topic: "t", Value: []byte("v")}).FirstErr()
+		took := time.Since(start)
+		require.ErrorIs(t, err, kerr.ClusterAuthorizationFailed)
+		assert.NotErrorIs(t, err, ErrDeliveryTimeout)
+		assert.False(t, IsFateUnknown(err), "never sent")
+		assert.Less(t, took, 5*time.Second, "at once, not at delivery.timeout.ms (virtual time)")
+		assert.Empty(t, c.Records("t", 0))
+
+		denied.Store(false) // the ACL is granted
+		// Until the next attempt (retry.backoff.max.ms) the last answer
+		// stands: records fail at once, as while a TLS or SASL refusal
+		// stands (ErrAuthentication).
+		time.Sleep(time.Second)
+		require.NoError(t, p.ProduceSync(t.Context(), &Record{Topic: "t", Value: []byte("w")}).FirstErr())
+		assert.Len(t, c.Records("t", 0), 1)
+	})
+}
+
+// An epoch bump at epoch 32767 asks for a new producer id instead: an
+// epoch cannot go past it (KIP-360). The records after it are written
+// under the new id.
+func TestEpochAtMaxTakesNewProducerID(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
+		p := memProducer(t, c, n)
+		require.NoError(t, p.ProduceSync(context.Background(), &Record{Topic: "t", Value: []byte("a")}).FirstErr())
+		oldID := p.Stats().ProducerID
+		newIDs, bumps := c.InitProducerIDRequests()
+		done := make(chan struct{})
+		p.post(func() {
+			// As if 32767 bumps had happened. The broker would answer a
+			// bump of an epoch it did not hand out with a new id too, so
+			// the test checks what the producer asks for.
+			p.s.epoch = math.MaxInt16
+			p.s.needBump = true
+			close(done)
+		})
+		<-done
+		require.NoError(t, p.ProduceSync(context.Background(), &Record{Topic: "t", Value: []byte("b")}).FirstErr())
+		st := p.Stats()
+		require.NotEqual(t, oldID, st.ProducerID, "a new producer id")
+		require.Zero(t, st.ProducerEpoch)
+		newIDs2, bumps2 := c.InitProducerIDRequests()
+		require.Equal(t, newIDs+1, newIDs2, "asked for a new id")
+		require.Equal(t, bumps, bumps2, "asked for no bump past 32767")
+		recs := c.Records("t", 0)
+		require.Equal(t, st.ProducerID, recs[len(recs)-1].ProducerID)
 	})
 }

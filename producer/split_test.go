@@ -8,10 +8,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/longhaul-kafka/longhaul/internal/broker"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
-
-	"github.com/longhaul-kafka/longhaul/internal/broker"
 )
 
 // splitMemoryRun produces records to parts partitions whose every batch
@@ -103,4 +102,23 @@ func TestSplitKeepsBufferMemoryBound(t *testing.T) {
 			require.LessOrEqual(t, most, int64(limit+batchSize), "buffer.memory plus one batch buffer")
 		})
 	}
+}
+
+// TestTooLargeBatchIsSplit: a batch the broker refuses as MESSAGE_TOO_LARGE
+// is split into halves with the same sequence range until each fits; no
+// record fails, no epoch bump, and the log is exactly once in order.
+func TestTooLargeBatchIsSplit(t *testing.T) {
+	c := startCluster(t, broker.Config{RTT: 5 * time.Millisecond,
+		Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
+	p := newTestProducer(t, c, BatchSize(16<<10), Linger(20*time.Millisecond), MaxInFlightRequestsPerConnection(20))
+	tr := newTracker(t, "a")
+	tr.produce(p, "t", 0, 0, 200, 100)
+	tr.wait()
+	// The next two batches are refused whole; their halves go through.
+	c.InjectError("t", 0, 10 /* MESSAGE_TOO_LARGE */, 2)
+	tr.produce(p, "t", 0, 200, 400, 100)
+	tr.wait()
+	tr.requireClean(t, c, "t", 0)
+	require.Empty(t, tr.failed)
+	require.Zero(t, p.s.bumps.Load(), "a split keeps the sequence range: no bump")
 }
