@@ -5,8 +5,9 @@ import "sync"
 // A RecordBatch's CRC-32C covers its header fields (attributes through the
 // record count) followed by the records. The header is known only when the
 // batch is built, long after the records were appended, and by then the
-// record bytes have usually left the CPU cache: at 1 KiB records the CRC
-// pass over a cold 16 KiB batch was 12 % of the producer's CPU. So a
+// record bytes have usually left the CPU cache, and a CRC pass over a cold
+// batch reads all of it from memory again, a large share of the
+// producer's CPU at 1 KiB records. So a
 // producer calls BatchBuilder.Sum when a batch fills up, checksumming the
 // records while they are hot, and the build joins the header's CRC to
 // theirs with crc32cCombine instead of reading the records again.
@@ -39,9 +40,9 @@ var xPow2 = func() (t [64]uint32) {
 // xPowByteTables holds, for each byte i of a length n (i = 0..3) and each
 // value v of that byte, x^(8 * v * 256^i): a shift by n < 2^32 bytes is
 // the product of at most four entries, where the square-and-multiply over
-// xPow2 needed one multiplication per set bit of n (400 ns for a 16 KiB
-// batch, against 150 ns). Built on first use (1,024 multiplications,
-// about 40 us), so programs that never build a batch do not pay for it.
+// xPow2 needs one multiplication per set bit of n. Built on first use
+// (1,024 multiplications), so programs that never build a batch do not pay
+// for it.
 var xPowByteTables = sync.OnceValue(func() *[4][256]uint32 {
 	t := new([4][256]uint32)
 	for i := range t {

@@ -217,8 +217,8 @@ func (h *kgoShapeHooks) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ 
 // the loop does not allocate per record in steady state. Callbacks put one
 // record at a time under mu; the loop takes up to freeBatch at once into
 // its own slice, so the two goroutines meet once per freeBatch records.
-// (A channel, one send and one receive per record, was 12 % of the client
-// process's CPU at 100-byte records, charged to the client under test.)
+// (A channel costs a send and a receive per record, which the profile
+// charges to the client under test; HISTORY.md has the measurement.)
 type freeList[T any] struct {
 	mu   sync.Mutex
 	recs []T
@@ -272,31 +272,30 @@ func (f *freeList[T]) drop() {
 // acknowledgement path finished with thousands of records ago, not lines
 // that core may still be writing.
 //
-// Handing the latest record given back out first (recycling as a stack,
-// as the free list before did) saved neither client anything against this
-// order and cost the loop stalls on lines another core had just written
-// (examples/bench/CPU.md). Session 7's recRing,
-// which freed slots a block of 64 at a time only once all of the block's
-// records were back, had the loop scan the whole ring for a free block
-// whenever one record of each block was still out: 55 % of kgo's client
-// process at 1 KiB records (kgo holds records of several partitions in
-// one block longer than longhaul does).
+// Handing the latest record given back out first (recycling as a stack)
+// saves neither client anything against this order and costs the loop
+// stalls on lines another core has just written. Freeing slots a block at
+// a time, only once all of a block's records are back, would make the loop
+// scan for a free block whenever one record of each block is still out,
+// the common case for kgo, which holds records of several partitions in
+// one block longer than longhaul does. examples/bench/CPU.md has the
+// measurements of both.
 //
 // The record's send stamp is kept in sent, an array beside the slab, and
 // the callback finds a record's slot from its address, so the callback
-// never reads the record: on Kafka (records wait 100-200 ms in a full
-// 32 MiB buffer) reading r.Timestamp there was a cache miss, 12 % of the
-// client process's CPU at 100-byte records.
+// never reads the record: on Kafka records wait 100-200 ms in a full
+// 32 MiB buffer, so reading r.Timestamp there is a cache miss per record,
+// which at 100-byte records the profile charges to the client under test
+// (HISTORY.md).
 //
 // Slots move between the two sides in runs of queueRun, under mu: a
 // client's callbacks, which both clients run one at a time (longhaul's
 // Producer.Produce, kgo's Client.Produce), collect their slots in a run of
 // their own (cbTally) and append it to free when it is full; the loop
 // takes the oldest queueRun slots of free. So one lock per run of records
-// on each side, not a lock per record as the free list took (5 % of the
-// process), and no locked instruction per record in the callback (an
-// atomic store per record drained the store buffer after kgo's writes to
-// the record: 5 %).
+// on each side, not a lock per record, and no locked instruction per
+// record in the callback (an atomic store per record drains the store
+// buffer after kgo's writes to the record).
 type recQueue[T any] struct {
 	recs []T
 	sent []int64 // per slot: the send stamp (benchClock), written by the loop

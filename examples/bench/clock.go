@@ -11,11 +11,12 @@ import (
 // the clock again. At 100-byte records that is two readings per record on
 // the bench's serial path (about 2 million records/s), and the runtime's
 // monotonic clock (time.Since: the vDSO's clock_gettime behind a switch to
-// the system stack) cost 50-70 ns a reading on the bench machine, 13 % of
-// the client process's CPU on Kafka, charged to every Go client alike.
-// Where the kernel itself keeps time with the CPU's time-stamp counter
-// (clocksource tsc: invariant, synchronized across CPUs), the bench reads
-// the counter directly (about 16 ns) and scales it by a rate calibrated
+// the system stack) costs about twice a direct counter read, a share of
+// the client process's CPU on Kafka that is charged to every Go client
+// alike (HISTORY.md has the figures). Where the kernel itself
+// keeps time with the CPU's time-stamp counter (clocksource tsc:
+// invariant, synchronized across CPUs), the bench reads the counter
+// directly and scales it by a rate calibrated
 // against the monotonic clock at start; elsewhere it uses time.Since.
 // Readings are nanoseconds since epoch.
 type benchClock struct {

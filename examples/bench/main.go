@@ -585,8 +585,9 @@ func fmtBytes(n int) string {
 	return strconv.Itoa(n)
 }
 
-// printTargets checks the results against issue 7's targets, for the cases
-// that were run.
+// printTargets checks the results against the performance targets the
+// producer is held to (each line names its target), for the cases that
+// were run.
 func printTargets(w io.Writer, rs []result) {
 	find := func(rtt time.Duration, parts, batch int, client string) *result {
 		for i := range rs {

@@ -10,9 +10,8 @@ import (
 // fdWaiter waits on a Linux timerfd read through the runtime's network
 // poller. The kernel fires the timerfd at its nanosecond due time and the
 // readiness event wakes the poller at once, where a runtime timer would
-// wait for epoll_wait's whole-millisecond timeout: on the Kafka bench this
-// made the proxy release chunks about 0.4 ms late on average, which the
-// client saw as a longer round trip.
+// wait for epoll_wait's whole-millisecond timeout and release chunks up to
+// a millisecond late, which the client sees as a longer round trip.
 type fdWaiter struct {
 	fd  int
 	f   *os.File // the same fd, registered with the poller (non-blocking)

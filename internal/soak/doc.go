@@ -1,4 +1,4 @@
-// Package soak is longhaul's chaos soak (GitHub issues 9 and 12): several
+// Package soak is longhaul's chaos soak: several
 // producers write keyed, self-describing records to a 4-node embedded
 // KIP-1269 cluster (one old-mode node, one Kafka 2.4 node) while a fault
 // schedule drawn from a seed drops responses, kills connections, moves

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// The stuck check (issue 12): a partition with work outstanding must make
+// The stuck check: a partition with work outstanding must make
 // progress. Progress of one producer's partition is a callback: callbacks
 // run in Produce order within a partition, so while the oldest record's
 // outcome is unknown no callback of the partition runs, and a callback
