@@ -329,7 +329,12 @@ func (c *Conn) enqueue(p *pending, timeout time.Duration) {
 
 // Do sends req like [Conn.Send] and waits for its completion. The request
 // deadline is ctx's deadline, if any. If ctx ends first Do returns ctx.Err()
-// and the request stays in flight; its eventual outcome is dropped.
+// and the request stays in flight; its eventual outcome is dropped. A
+// deadline already passed fails Do with an error wrapping
+// [context.DeadlineExceeded] without sending, even while ctx.Err() is still
+// nil (a context's timer may fire late on a loaded machine). Do returns a
+// response or an error, never neither, except for a Produce with Acks 0,
+// which has no response: (nil, nil) once it is written.
 func (c *Conn) Do(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	return c.do(ctx, req, -1)
 }
@@ -339,7 +344,13 @@ func (c *Conn) do(ctx context.Context, req kmsg.Request, atMost int16) (kmsg.Res
 	var timeout time.Duration
 	if d, ok := ctx.Deadline(); ok {
 		if timeout = time.Until(d); timeout <= 0 {
-			return nil, ctx.Err()
+			// ctx's own timer may not have run yet: ctx.Err() can still
+			// be nil, and returning it would report neither a response
+			// nor an error.
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			return nil, context.DeadlineExceeded
 		}
 	}
 	type result struct {
