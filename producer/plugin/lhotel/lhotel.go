@@ -100,21 +100,33 @@ func New(mp metric.MeterProvider) (*Metrics, error) {
 	m.inflight, err = mt.Int64UpDownCounter("longhaul.producer.batches.in_flight", metric.WithUnit("{batch}"),
 		metric.WithDescription("Produce attempts sent and not yet answered."))
 	errs = append(errs, err)
-	m.window, err = mt.Int64Gauge("longhaul.producer.window", metric.WithUnit("{batch}"),
-		metric.WithDescription("The partition's in-flight limit: the broker's KIP-1269 window once learned, else 5."))
-	errs = append(errs, err)
 	m.reqLatency, err = mt.Float64Histogram("longhaul.producer.request.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time of a produce request from its connection to its answer or failure."))
 	errs = append(errs, err)
-	m.reqInFlight, err = mt.Int64Gauge("longhaul.producer.requests.in_flight", metric.WithUnit("{request}"),
-		metric.WithDescription("Produce requests to the node in flight, as of its latest completion."))
-	errs = append(errs, err)
-	m.bufBytes, err = mt.Int64ObservableGauge("longhaul.producer.buffered.bytes", metric.WithUnit("By"),
-		metric.WithDescription("buffer.memory held by records not yet called back."))
-	errs = append(errs, err)
-	m.bufRecords, err = mt.Int64ObservableGauge("longhaul.producer.buffered.records", metric.WithUnit("{record}"),
-		metric.WithDescription("Records accepted and not yet called back."))
-	errs = append(errs, err)
+	// The gauges: recorded at events (sync) or observed at collection
+	// (obs, Watch).
+	for _, g := range []struct {
+		sync             *metric.Int64Gauge
+		obs              *metric.Int64ObservableGauge
+		name, unit, desc string
+	}{
+		{sync: &m.window, name: "longhaul.producer.window", unit: "{batch}",
+			desc: "The partition's in-flight limit: the broker's KIP-1269 window once learned, else 5."},
+		{sync: &m.reqInFlight, name: "longhaul.producer.requests.in_flight", unit: "{request}",
+			desc: "Produce requests to the node in flight, as of its latest completion."},
+		{obs: &m.bufBytes, name: "longhaul.producer.buffered.bytes", unit: "By",
+			desc: "buffer.memory held by records not yet called back."},
+		{obs: &m.bufRecords, name: "longhaul.producer.buffered.records", unit: "{record}",
+			desc: "Records accepted and not yet called back."},
+	} {
+		unit, desc := metric.WithUnit(g.unit), metric.WithDescription(g.desc)
+		if g.sync != nil {
+			*g.sync, err = mt.Int64Gauge(g.name, unit, desc)
+		} else {
+			*g.obs, err = mt.Int64ObservableGauge(g.name, unit, desc)
+		}
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

@@ -178,6 +178,13 @@ func TestWatchAndRequests(t *testing.T) {
 	inflight := got["longhaul.producer.requests.in_flight"].Data.(metricdata.Gauge[int64])
 	require.Len(t, inflight.DataPoints, 1)
 	assert.Zero(t, inflight.DataPoints[0].Value)
+	// The four gauges, each with its own unit and description.
+	for name, unit := range map[string]string{"longhaul.producer.window": "{batch}", "longhaul.producer.requests.in_flight": "{request}",
+		"longhaul.producer.buffered.bytes": "By", "longhaul.producer.buffered.records": "{record}"} {
+		assert.Equal(t, unit, got[name].Unit, name)
+		assert.NotEmpty(t, got[name].Description, name)
+	}
+	assert.NotEqual(t, got["longhaul.producer.buffered.bytes"].Description, got["longhaul.producer.buffered.records"].Description)
 
 	require.NoError(t, reg.Unregister())
 	_, ok = gauge(collect(), "longhaul.producer.buffered.records")
