@@ -1,7 +1,9 @@
 package producer
 
 import (
+	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -18,11 +20,21 @@ import (
 // unknown. Once the next batch C is acknowledged under the bumped epoch,
 // read-back finds B's identity at two offsets: the record's callback gets
 // ErrWrittenTwice naming both (not fate unknown: the log says what
-// happened), the hook and Stats count it, and both offsets hold B.
+// happened) and the record's Offset is its offset in the first copy, the
+// hook and Stats count it, and both offsets hold B.
 func TestReadbackSettlesWrittenTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := &readbackHook{}
-		c, p, l := warmWindow20(t, 1, Linger(0), ReadBack(true), Hooks(h))
+		var mu sync.Mutex
+		twiceAt := map[int64]bool{} // the Offset of each record failed with ErrWrittenTwice, as its callback sees it
+		offsets := recordDoneFunc(func(r *Record, err error) {
+			if errors.Is(err, ErrWrittenTwice) {
+				mu.Lock()
+				twiceAt[r.Offset] = true
+				mu.Unlock()
+			}
+		})
+		c, p, l := warmWindow20(t, 1, Linger(0), ReadBack(true), Hooks(h, offsets))
 		c.ScriptAnswers("t", 0,
 			broker.Answer{Code: kerr.RequestTimedOut.Code, Mode: broker.AppendThenFail},
 			broker.Answer{Code: kerr.RequestTimedOut.Code, Mode: broker.AppendThenFail})
@@ -49,6 +61,9 @@ func TestReadbackSettlesWrittenTwice(t *testing.T) {
 		require.ErrorIs(t, err, ErrWrittenTwice)
 		require.ErrorContains(t, err, fmt.Sprintf("at offsets %d and %d", b, b+1))
 		require.False(t, IsFateUnknown(err), "the log settled it")
+		mu.Lock()
+		require.Equal(t, map[int64]bool{b: true}, twiceAt, "Offset: the first copy's")
+		mu.Unlock()
 		require.NoError(t, recordErr(t, l, 0, b+1), "C")
 		infos := h.all()
 		require.Len(t, infos, 1)

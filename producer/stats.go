@@ -21,10 +21,12 @@ type PartitionStats struct {
 	Limit    int
 	InFlight int  // batches in flight now
 	Gated    bool // at most one batch in flight until one is acked
-	// Draining: the batches in flight were sent before the partition was
-	// reset (a new leader, connection or epoch), and no batch is sent
-	// until they are answered; InFlight counts them, Gated may already
-	// be set for what follows.
+	// Draining: an attempt of one of the partition's batches failed
+	// while others were in flight, and no batch is sent until every one in flight is
+	// back; InFlight counts them. Draining then ends with Gated set: the
+	// broker may have lost the producer's state, so the retries go one
+	// at a time until one is acked. Gated is set while draining too once
+	// the partition is reset meanwhile (its topic re-created, for one).
 	Draining       bool
 	BatchesSent    int64 // batches sent, retries included
 	BatchesRetried int64 // batches sent again after a failure

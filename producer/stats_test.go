@@ -5,6 +5,7 @@ package producer
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -218,3 +219,91 @@ func TestRecordsFailedCountsEveryAcceptedFailure(t *testing.T) {
 type recordDoneFunc func(*Record, error)
 
 func (f recordDoneFunc) OnRecordDone(r *Record, err error) { f(r, err) }
+
+// TestPartitionStatsDraining checks each sentence of PartitionStats.Draining
+// by watching one partition's stats every virtual millisecond: three
+// batches sent 5 ms apart over a 20 ms round trip, the first refused with
+// NOT_ENOUGH_REPLICAS. While the two others are in flight the partition is
+// Draining, InFlight counts them, and nothing is sent (neither the retry
+// nor a record produced meanwhile); once they are back it is Gated, not
+// Draining, with one batch in flight until an ack opens it. A reset while
+// it drains (what a re-created topic does, topicRecreatedLocked) arms the
+// gate at once: Gated and Draining together.
+func TestPartitionStatsDraining(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{RTT: 20 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
+		p := memProducer(t, c, n)
+		require.NoError(t, p.ProduceSync(t.Context(), toPartition("t", 0, []byte("open"))).FirstErr())
+		part := func() PartitionStats {
+			ps := p.Stats().Partitions
+			require.Len(t, ps, 1)
+			return ps[0]
+		}
+		require.False(t, part().Gated, "acked: open")
+		c.ScriptAnswers("t", 0, broker.Answer{Code: kerr.NotEnoughReplicas.Code})
+
+		var errs []error
+		var mu sync.Mutex
+		done := func(_ *Record, err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() }
+		type seen struct {
+			PartitionStats
+			at    int
+			reset bool // the partition was reset before this sample
+		}
+		var log []seen
+		reset := false
+		for ms := range 200 {
+			if ms < 15 && ms%5 == 0 {
+				p.Produce(t.Context(), toPartition("t", 0, []byte("v")), done)
+			}
+			time.Sleep(time.Millisecond)
+			synctest.Wait()
+			ps := part()
+			log = append(log, seen{ps, ms, reset})
+			if ps.Draining && ps.InFlight == 1 && !reset {
+				// Produced while draining: it waits too.
+				p.Produce(t.Context(), toPartition("t", 0, []byte("meanwhile")), done)
+				p.acc.mu.Lock()
+				adm := p.acc.topics["t"].parts[0].admission
+				p.acc.mu.Unlock()
+				p.limiter.Reset(adm)
+				reset = true
+			}
+		}
+		require.NoError(t, p.Flush(t.Context()))
+		for _, err := range errs {
+			assert.NoError(t, err)
+		}
+
+		first := -1
+		for i, s := range log {
+			if s.Draining {
+				if first < 0 {
+					first = i
+				}
+				assert.Positive(t, s.InFlight, "at %d ms: draining counts the batches in flight", s.at)
+				assert.Equal(t, log[first].BatchesSent, s.BatchesSent, "at %d ms: nothing sent while draining", s.at)
+				assert.Equal(t, s.reset, s.Gated, "at %d ms: gated while draining only once reset", s.at)
+			}
+		}
+		require.GreaterOrEqual(t, first, 0, "the partition drained")
+		assert.Equal(t, 2, log[first].InFlight, "the two batches sent after the refused one")
+		last := first
+		for last < len(log) && log[last].Draining {
+			last++
+		}
+		require.Less(t, last, len(log), "draining ended")
+		require.True(t, log[last-1].reset, "the reset came while draining")
+		assert.True(t, log[last].Gated, "drained: gated")
+		var sentGated bool
+		for _, s := range log[last:] {
+			if s.Gated {
+				assert.LessOrEqual(t, s.InFlight, 1, "at %d ms: one at a time while gated", s.at)
+				sentGated = sentGated || s.InFlight == 1
+			}
+		}
+		assert.True(t, sentGated, "the retry went alone")
+		assert.False(t, log[len(log)-1].Gated, "acked again: open")
+		assert.Greater(t, part().BatchesSent, log[first].BatchesSent, "sent again")
+	})
+}
