@@ -259,6 +259,23 @@ type hookSet struct {
 	throttle   []HookThrottle
 	requests   []HookRequestDone
 	readbacks  []HookReadback
+
+	// tel is the client metrics push (telemetry.go), nil with
+	// enable.metrics.push=false. It is handed the batch, request and
+	// throttle figures only while a subscription asks for metrics
+	// (metrics), so a cluster that asks for none costs no work per batch;
+	// its two running totals (retries, connections) count from the start,
+	// as a cumulative sum must, at events that are rare.
+	tel *telemetry
+}
+
+// metrics returns the client metrics push while a subscription asks for
+// metrics, else nil.
+func (hs *hookSet) metrics() *telemetry {
+	if hs.tel != nil && hs.tel.active.Load() {
+		return hs.tel
+	}
+	return nil
 }
 
 // add sorts h into the lists of the interfaces it implements; false if
@@ -303,10 +320,17 @@ func (s *sender) batchInfo(b *batch, node int32, now time.Time) BatchInfo {
 
 // requestSent reports every batch of sr (sender.go, sendToNode).
 func (hs *hookSet) requestSent(s *sender, sr *sentRequest) {
-	if len(hs.sent) == 0 {
+	tel := hs.metrics()
+	if len(hs.sent) == 0 && tel == nil {
 		return
 	}
 	now := time.Now()
+	if tel != nil {
+		tel.requestSent(sr.batches, now)
+	}
+	if len(hs.sent) == 0 {
+		return
+	}
 	for _, b := range sr.batches {
 		info := s.batchInfo(b, sr.node.id, now)
 		for _, h := range hs.sent {
@@ -332,6 +356,10 @@ func (hs *hookSet) batchAcked(s *sender, node int32, b *batch, baseOffset int64)
 // (response.go, batchRejected; shutdown.go), before b's fate is
 // applied. node is where the attempt went; -1 takes the partition's leader.
 func (hs *hookSet) batchRejected(s *sender, node int32, b *batch, err error, retrying bool) {
+	retrying = retrying && !s.stopping // Close: the batch fails, whatever the attempt's error said
+	if retrying && hs.tel != nil {
+		hs.tel.retries.Add(int64(len(b.records)))
+	}
 	if len(hs.rejected) == 0 {
 		return
 	}
@@ -339,8 +367,6 @@ func (hs *hookSet) batchRejected(s *sender, node int32, b *batch, err error, ret
 		node = b.part.leader()
 	}
 	if s.stopping {
-		// Close: the batch fails, whatever the attempt's error said.
-		retrying = false
 		if !errors.Is(err, ErrClosed) {
 			err = fmt.Errorf("%w (%w)", ErrClosed, err)
 		}
@@ -439,6 +465,9 @@ func (hs *hookSet) producerID(oldID int64, oldEpoch int16, id int64, epoch int16
 
 // connected reports a connection attempt (conns.go, dialed).
 func (hs *hookSet) connected(n *nodeState, err error) {
+	if err == nil && hs.tel != nil {
+		hs.tel.connections.Add(1)
+	}
 	for _, h := range hs.connect {
 		h.OnBrokerConnect(n.id, n.addr, err)
 	}
@@ -455,17 +484,27 @@ func (hs *hookSet) disconnected(n *nodeState, cause error) {
 // throttled reports a ProduceResponse's throttle (response.go,
 // handleProduce).
 func (hs *hookSet) throttled(node int32, throttle time.Duration) {
-	if len(hs.throttle) == 0 || throttle <= 0 {
+	if throttle <= 0 {
 		return
+	}
+	if tel := hs.metrics(); tel != nil {
+		tel.throttled(throttle)
 	}
 	for _, h := range hs.throttle {
 		h.OnThrottle(node, throttle)
 	}
 }
 
-// requestDone reports a completed produce request (response.go,
-// handleProduce).
-func (hs *hookSet) requestDone(r RequestInfo) {
+// requestDone reports a completed produce request to n (response.go,
+// handleProduce), after its slot was freed.
+func (hs *hookSet) requestDone(s *sender, n *nodeState, latency time.Duration, err error) {
+	if tel := hs.metrics(); tel != nil {
+		tel.requestDone(n.id, latency, err)
+	}
+	if len(hs.requests) == 0 {
+		return
+	}
+	r := RequestInfo{Node: n.id, API: 0, Latency: latency, InFlight: s.p.limiter.NodeInFlight(n.admission), Err: err}
 	for _, h := range hs.requests {
 		h.OnRequestDone(r)
 	}

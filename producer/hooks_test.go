@@ -435,3 +435,44 @@ func TestWindowCauseString(t *testing.T) {
 		assert.Equal(t, want, c.String())
 	}
 }
+
+// TestHookDispatchBuildsNothingUnsubscribed: an event no hook is
+// registered for, and the client metrics push not subscribed to metrics,
+// returns before anything describes it. The batch here has no partition
+// and the sender no producer, so building a BatchInfo or a RequestInfo
+// (which reads the partition's and the node's limits) would panic; with a
+// hook registered or the push subscribed, the same call builds them.
+func TestHookDispatchBuildsNothingUnsubscribed(t *testing.T) {
+	s := &sender{}
+	b := &batch{attempts: 1, records: make([]pendingRecord, 3)}
+	sr := &sentRequest{node: &nodeState{id: 0}, batches: []*batch{b}}
+	tel := &telemetry{nodeLatency: make(map[int32]*telemetryStat)}
+	for _, hs := range []*hookSet{{}, {tel: tel}} {
+		assert.NotPanics(t, func() {
+			hs.requestSent(s, sr)
+			hs.batchAcked(s, 0, b, 0)
+			hs.batchRejected(s, 0, b, errors.New("x"), true)
+			hs.requestDone(s, sr.node, time.Millisecond, nil)
+			hs.throttled(0, time.Millisecond)
+		})
+	}
+	assert.Equal(t, telemetryStat{}, tel.queueTime, "nothing handed to an unsubscribed push")
+	assert.Equal(t, telemetryStat{}, tel.reqLatency)
+	assert.Equal(t, int64(3), tel.retries.Load(), "the running total counts")
+
+	// Subscribed: the figures are taken, without a BatchInfo (the
+	// partition-less batch goes through).
+	tel.subscribed(true)
+	hs := &hookSet{tel: tel}
+	assert.NotPanics(t, func() {
+		hs.requestSent(s, sr)
+		hs.requestDone(s, sr.node, time.Millisecond, nil)
+		hs.throttled(0, time.Millisecond)
+	})
+	assert.Equal(t, int64(1), tel.queueTime.n)
+	assert.Equal(t, int64(1), tel.reqLatency.n)
+	assert.Equal(t, 1.0, tel.throttle.max)
+	// A user hook makes the dispatch describe the batch.
+	hs.sent = []HookBatchSent{newRecorder()}
+	assert.Panics(t, func() { hs.requestSent(s, sr) })
+}

@@ -145,7 +145,7 @@ func newProducer(cfg config) (*Producer, error) {
 	p.s = newSender(p)
 	if cfg.metricsPush {
 		p.tel = newTelemetry(p)
-		p.cfg.hooks.add(p.tel)
+		p.cfg.hooks.tel = p.tel
 		go p.tel.run()
 	}
 	go p.cbs.run()

@@ -111,8 +111,7 @@ func (s *sender) requestDone(sr *sentRequest, now time.Time) {
 	latency := now.Sub(sr.sentAt)
 	n.stats.requests.Add(1)
 	n.stats.requestNanos.Add(int64(latency))
-	s.cfg.hooks.requestDone(RequestInfo{Node: n.id, API: 0, Latency: latency,
-		InFlight: s.p.limiter.NodeInFlight(n.admission), Err: sr.err})
+	s.cfg.hooks.requestDone(s, n, latency, sr.err)
 }
 
 var errMissingPartition = errors.New("producer: broker response left out the partition")

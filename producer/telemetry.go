@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -28,8 +29,11 @@ import (
 // is opened only to a broker whose ApiVersions, on a produce connection,
 // offered both requests (offered), so a cluster that does not take client
 // metrics (no metrics reporter receives them) costs no connection. The
-// figures come from the producer's hooks (telemetry implements them) and
-// Stats.
+// figures come from the producer's hook dispatch (hooks.go hands them to
+// telemetry) and Stats. The dispatch hands over the batch, request and
+// throttle figures only while a subscription asks for metrics (active): a
+// cluster that takes client metrics but wants none of this client's costs
+// no work per batch on the sender goroutine.
 
 // telemetryPrefix is the prefix of every metric name, the one Java's
 // producer uses: KIP-714 names a metric by the client type and the Java
@@ -49,20 +53,26 @@ const (
 	telemetryJitterLow, telemetryJitterHigh = 0.5, 1.5
 )
 
-// telemetry is the producer's client metrics push. Its hook methods run
-// on the sender goroutine and take only mu.
+// telemetry is the producer's client metrics push. The methods the hook
+// dispatch calls run on the sender goroutine and take only mu.
 type telemetry struct {
 	p     *Producer
 	start time.Time
 	rng   *rand.Rand // jitter (randSources.telemetry)
+
+	// active is set while the loaded subscription asks for metrics
+	// (subscribed); the sender hands over the interval figures only then.
+	active atomic.Bool
+	// The running totals, counted from the start whatever the
+	// subscription: records of batches that will be sent again, and
+	// produce connections opened.
+	retries, connections atomic.Int64
 
 	mu          sync.Mutex // guards the figures below
 	queueTime   telemetryStat
 	reqLatency  telemetryStat
 	nodeLatency map[int32]*telemetryStat
 	throttle    telemetryStat
-	connections int64
-	retries     int64  // records of batches that will be sent again
 	offerAddr   string // the latest broker that offered the requests (offered)
 
 	offer chan struct{} // offered: offerAddr changed
@@ -132,60 +142,58 @@ func (t *telemetry) waitOffer() (string, bool) {
 	}
 }
 
-// OnBatchSent implements HookBatchSent: a batch's first send ends its
-// record queue time.
-func (t *telemetry) OnBatchSent(b BatchInfo) {
-	if b.Attempt != 1 {
+// subscribed makes the interval figures be taken while on is true: a
+// subscription that asks for metrics is loaded. The figures start again
+// when it turns on, so a push covers no time before the subscription.
+func (t *telemetry) subscribed(on bool) {
+	if t.active.Load() == on {
 		return
 	}
+	if on {
+		t.mu.Lock()
+		t.queueTime, t.reqLatency, t.throttle = telemetryStat{}, telemetryStat{}, telemetryStat{}
+		clear(t.nodeLatency)
+		t.mu.Unlock()
+	}
+	t.active.Store(on)
+}
+
+// requestSent takes the record queue time of the batches of a request
+// sent at now that go for the first time.
+func (t *telemetry) requestSent(bs []*batch, now time.Time) {
 	t.mu.Lock()
-	t.queueTime.add(b.Age)
+	for _, b := range bs {
+		if b.attempts == 1 {
+			t.queueTime.add(now.Sub(b.created))
+		}
+	}
 	t.mu.Unlock()
 }
 
-// OnBatchRejected implements HookBatchRejected.
-func (t *telemetry) OnBatchRejected(b BatchInfo, _ error, retrying bool) {
-	if !retrying {
-		return
-	}
-	t.mu.Lock()
-	t.retries += int64(b.Records)
-	t.mu.Unlock()
-}
-
-// OnRequestDone implements HookRequestDone.
-func (t *telemetry) OnRequestDone(r RequestInfo) {
+// requestDone takes a produce request's latency to node; err is nil when
+// the broker answered.
+func (t *telemetry) requestDone(node int32, latency time.Duration, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.reqLatency.add(r.Latency)
-	n := t.nodeLatency[r.Node]
+	t.reqLatency.add(latency)
+	n := t.nodeLatency[node]
 	if n == nil {
 		n = new(telemetryStat)
-		t.nodeLatency[r.Node] = n
+		t.nodeLatency[node] = n
 	}
-	n.add(r.Latency)
-	if r.Err == nil {
+	n.add(latency)
+	if err == nil {
 		t.throttle.n++ // every answer counts toward the average throttle
 	}
 }
 
-// OnThrottle implements HookThrottle.
-func (t *telemetry) OnThrottle(_ int32, d time.Duration) {
+// throttled takes a produce answer's throttle time.
+func (t *telemetry) throttled(d time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ms := float64(d) / float64(time.Millisecond)
 	t.throttle.sum += ms
 	t.throttle.max = max(t.throttle.max, ms)
-}
-
-// OnBrokerConnect implements HookBrokerConnect.
-func (t *telemetry) OnBrokerConnect(_ int32, _ string, err error) {
-	if err != nil {
-		return
-	}
-	t.mu.Lock()
-	t.connections++
-	t.mu.Unlock()
 }
 
 // close pushes the terminating push, if a subscription was loaded, within
@@ -293,6 +301,7 @@ func (t *telemetry) run() {
 		if !protocol.HasTelemetry(conn) {
 			// This broker does not take client metrics; another (or this
 			// one upgraded) may, later.
+			t.subscribed(false)
 			drop()
 			wait = telemetryDefaultInterval
 			continue
@@ -325,6 +334,7 @@ func (t *telemetry) run() {
 			t.resetDeltas() // the sums start again from now
 		}
 		id, sub = s.ClientInstanceID, s
+		t.subscribed(len(s.Metrics) > 0)
 		if len(s.Metrics) == 0 {
 			wait = interval // nothing asked: ask again later
 			continue
@@ -364,6 +374,7 @@ func (t *telemetry) run() {
 // disable stops pushing for good, its connection closed: the goroutine
 // idles until Close.
 func (t *telemetry) disable(code int16) {
+	t.subscribed(false)
 	t.p.log.Info("client metrics push disabled by the broker's answer", "code", code, "err", kerr.ErrorForCode(code))
 	<-t.stop
 }
@@ -441,7 +452,6 @@ func (t *telemetry) collect(sub *protocol.TelemetrySubscription, now time.Time) 
 		nodes[id] = *s
 		*s = telemetryStat{} // a node once seen is reported, 0 in an interval without requests
 	}
-	conns, retries := t.connections, t.retries
 	t.queueTime, t.reqLatency, t.throttle = telemetryStat{}, telemetryStat{}, telemetryStat{}
 	t.mu.Unlock()
 
@@ -488,9 +498,9 @@ func (t *telemetry) collect(sub *protocol.TelemetrySubscription, now time.Time) 
 	sums := map[string]int64{
 		"record.send.total":         st.RecordsSent,
 		"record.error.total":        st.RecordsFailed,
-		"record.retry.total":        retries,
+		"record.retry.total":        t.retries.Load(),
 		"request.total":             st.ProduceRequests,
-		"connection.creation.total": conns,
+		"connection.creation.total": t.connections.Load(),
 	}
 	descs := [][2]string{
 		{"record.send.total", "Records acknowledged."},

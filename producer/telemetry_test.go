@@ -64,8 +64,13 @@ func metricByName(p otlp.Payload, name string) (otlp.Metric, bool) {
 func TestMetricsPush(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, p := telemetryRun(t, &broker.TelemetryConfig{Metrics: []string{"org.apache.kafka.producer."}, PushInterval: pushInterval,
-			Compression: []protocol.Codec{protocol.CodecZstd, protocol.CodecGzip}}, 20, ClientID("orders"))
-		time.Sleep(45 * time.Second)
+			Compression: []protocol.Codec{protocol.CodecZstd, protocol.CodecGzip}}, 1, ClientID("orders"))
+		// The interval figures count from the subscription: the records
+		// go once it is loaded (a round trip after the first connection).
+		time.Sleep(time.Second)
+		require.True(t, p.tel.active.Load())
+		produceN(t, p, "t", 0, "value", 19)
+		time.Sleep(44 * time.Second)
 		require.NoError(t, p.Close(context.Background()))
 
 		asks := c.TelemetrySubscriptionAsks()
@@ -199,6 +204,7 @@ func TestMetricsPushErrors(t *testing.T) {
 				assert.Len(t, asks, 1)
 				require.Len(t, pushes, 1, "no push after it, not even the terminating one")
 				assert.Equal(t, code, pushes[0].ErrorCode)
+				assert.False(t, p.tel.active.Load(), "the sender hands it nothing more")
 			})
 		})
 	}
@@ -296,4 +302,75 @@ func TestTelemetryJudge(t *testing.T) {
 	} {
 		assert.Equal(t, want, telemetryJudge(code), "code %d", code)
 	}
+}
+
+// telemetryFigures returns how many batch queue times and request
+// latencies the client metrics push took since its last push, and for how
+// many nodes.
+func telemetryFigures(p *Producer) (queued, requests int64, nodes int) {
+	p.tel.mu.Lock()
+	defer p.tel.mu.Unlock()
+	return p.tel.queueTime.n, p.tel.reqLatency.n, len(p.tel.nodeLatency)
+}
+
+// TestMetricsHooksFollowTheSubscription: the client metrics push takes
+// figures from the sender (a batch's queue time, a request's latency)
+// only while a subscription asks for metrics. Against a broker that takes
+// client metrics but subscribes to none, the sender hands it nothing per
+// batch or request (its figures stay empty while records flow); a
+// subscription that appears later turns it on, and its pushes carry the
+// figures of the records sent since; a subscription changed to none turns
+// it off again. The running totals count from the start throughout.
+func TestMetricsHooksFollowTheSubscription(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, p := telemetryRun(t, &broker.TelemetryConfig{PushInterval: pushInterval}, 1)
+		time.Sleep(time.Second)
+		require.Len(t, c.TelemetrySubscriptionAsks(), 1, "subscribed, to no metrics")
+		produceN(t, p, "t", 0, "v", 30)
+		assert.False(t, p.tel.active.Load())
+		assert.Nil(t, p.cfg.hooks.metrics())
+		q, r, n := telemetryFigures(p)
+		assert.Zero(t, q, "no batch handed over")
+		assert.Zero(t, r, "no request handed over")
+		assert.Zero(t, n)
+		assert.Equal(t, int64(1), p.tel.connections.Load(), "the running total counts without a subscription")
+
+		// A subscription appears: the producer asks again an interval
+		// after the last answer, and takes figures from then on.
+		c.SetTelemetry(&broker.TelemetryConfig{Metrics: []string{telemetryPrefix + "request.latency", telemetryPrefix + "connection"},
+			PushInterval: pushInterval})
+		time.Sleep(pushInterval)
+		require.Len(t, c.TelemetrySubscriptionAsks(), 2)
+		require.True(t, p.tel.active.Load())
+		assert.Same(t, p.tel, p.cfg.hooks.metrics())
+		require.Empty(t, c.TelemetryPushes())
+		produceN(t, p, "t", 0, "v", 30)
+		q, r, n = telemetryFigures(p)
+		assert.Positive(t, q)
+		assert.Positive(t, r)
+		assert.Equal(t, 1, n)
+		time.Sleep(2 * pushInterval)
+		pushes := c.TelemetryPushes()
+		require.NotEmpty(t, pushes)
+		lat, ok := metricByName(pushes[0].Payload, telemetryPrefix+"request.latency.max")
+		require.True(t, ok, "pushed: %v", metricNames(pushes[0].Payload))
+		assert.GreaterOrEqual(t, lat.Points[0].Double, 20.0, "ms, the round trip of the records sent since")
+		conns, _ := metricByName(pushes[0].Payload, telemetryPrefix+"connection.creation.total")
+		assert.Equal(t, int64(1), conns.Points[0].Int, "the connection opened before the subscription")
+
+		// The subscription changes to none: the next push is refused
+		// (UNKNOWN_SUBSCRIPTION_ID), the new subscription asks for
+		// nothing, and the sender hands over nothing again.
+		c.SetTelemetry(&broker.TelemetryConfig{PushInterval: pushInterval})
+		time.Sleep(2 * pushInterval)
+		require.False(t, p.tel.active.Load())
+		assert.Nil(t, p.cfg.hooks.metrics())
+		produceN(t, p, "t", 0, "v", 30)
+		q, r, _ = telemetryFigures(p)
+		assert.Zero(t, q)
+		assert.Zero(t, r)
+		require.NoError(t, p.Close(context.Background()))
+		assert.Equal(t, kerr.UnknownSubscriptionID.Code, c.TelemetryPushes()[len(c.TelemetryPushes())-1].ErrorCode,
+			"no terminating push without metrics asked")
+	})
 }
