@@ -18,10 +18,11 @@ import (
 
 func (s *sender) dialConfig() protocol.DialConfig {
 	return protocol.DialConfig{
-		ClientID: s.cfg.clientID,
-		TLS:      s.cfg.tls,
-		SASL:     s.cfg.sasl,
-		Dial:     s.cfg.dial,
+		ClientID:      s.cfg.clientID,
+		TLS:           s.cfg.tls,
+		SASL:          s.cfg.sasl,
+		Dial:          s.cfg.dial,
+		OnRequestDone: s.cfg.hooks.requestObserver(s),
 	}
 }
 

@@ -215,16 +215,24 @@ type HookThrottle interface {
 // RequestInfo describes one completed request to a broker, for
 // [HookRequestDone].
 type RequestInfo struct {
-	// Node is the broker the request went to.
+	// Node is the broker the request went to: -1 when its address is not
+	// one the producer knows a broker id for (a bootstrap server before
+	// metadata named it, a coordinator's).
 	Node int32
-	// API is the request's Kafka API key: 0, Produce.
+	// Addr is the address of the request's connection.
+	Addr string
+	// API is the request's Kafka API key (kmsg.Key): 0 Produce, 3
+	// Metadata, 22 InitProducerId, 1 Fetch (read-back), the transactional
+	// requests' (10 FindCoordinator, 24 AddPartitionsToTxn, 25
+	// AddOffsetsToTxn, 26 EndTxn, 28 TxnOffsetCommit) and the client
+	// metrics push's (71 GetTelemetrySubscriptions, 72 PushTelemetry).
 	API int16
 	// Latency is the time from handing the request to the connection to
 	// its completion: the time on the wire and in the broker (throttles
 	// included), not the time its batches waited in the producer before.
 	Latency time.Duration
 	// InFlight is how many produce requests to Node are still in flight
-	// once this one completed.
+	// once this one completed (0 when Node is -1).
 	InFlight int
 	// Err is nil when the broker answered (whatever the answer's error
 	// codes), else the connection's error (I/O, the request timeout); the
@@ -233,13 +241,17 @@ type RequestInfo struct {
 	Err error
 }
 
-// HookRequestDone is called once for every produce request that completes
-// (answered, or failed with its connection) before Close, after its
-// batches' [HookBatchAcked] and [HookBatchRejected] calls; requests still
-// in flight when Close stops the sender are not reported. With [HookBatchSent]'s
-// BatchInfo.Age (the time a batch waited in the producer) and
-// [HookBatchRejected]'s retrying, it tells queue time, request time and
-// retries apart. [NodeStats] sums the same latencies per node.
+// HookRequestDone is called once for every request the producer sends that
+// completes (answered, or failed with its connection) before Close, on any
+// of its connections: produce requests, after their batches'
+// [HookBatchAcked] and [HookBatchRejected] calls, and every other request
+// (metadata, producer ids, transactions, read-back, client metrics push;
+// see [RequestInfo].API). The requests that open a connection (ApiVersions,
+// SASL) are not reported, nor requests still in flight when Close stops
+// the sender. With [HookBatchSent]'s BatchInfo.Age (the time a batch waited
+// in the producer) and [HookBatchRejected]'s retrying, it tells queue
+// time, request time and retries apart. [NodeStats] sums the produce
+// requests' latencies per node.
 type HookRequestDone interface {
 	OnRequestDone(r RequestInfo)
 }
@@ -504,7 +516,37 @@ func (hs *hookSet) requestDone(s *sender, n *nodeState, latency time.Duration, e
 	if len(hs.requests) == 0 {
 		return
 	}
-	r := RequestInfo{Node: n.id, API: 0, Latency: latency, InFlight: s.p.limiter.NodeInFlight(n.admission), Err: err}
+	r := RequestInfo{Node: n.id, Addr: n.addr, API: 0, Latency: latency, InFlight: s.p.limiter.NodeInFlight(n.admission), Err: err}
+	for _, h := range hs.requests {
+		h.OnRequestDone(r)
+	}
+}
+
+// requestObserver is the connections' protocol.DialConfig.OnRequestDone
+// while a request hook is registered, else nil: it brings every request
+// but the produce requests (Conn.Produce, which handleProduce reports) to
+// the sender goroutine, where hooks run. These requests are few (metadata,
+// producer ids, transactions, read-back, client metrics push), and a
+// producer without the hook costs nothing per request.
+func (hs *hookSet) requestObserver(s *sender) func(addr string, key int16, latency time.Duration, err error) {
+	if len(hs.requests) == 0 {
+		return nil
+	}
+	return func(addr string, key int16, latency time.Duration, err error) {
+		s.p.post(func() { hs.otherRequestDone(s, addr, key, latency, err) })
+	}
+}
+
+// otherRequestDone reports a completed request that is not a produce
+// request (requestObserver), on the sender goroutine.
+func (hs *hookSet) otherRequestDone(s *sender, addr string, key int16, latency time.Duration, err error) {
+	r := RequestInfo{Node: -1, Addr: addr, API: key, Latency: latency, Err: err}
+	for _, n := range s.byID {
+		if n.addr == addr {
+			r.Node, r.InFlight = n.id, s.p.limiter.NodeInFlight(n.admission)
+			break
+		}
+	}
 	for _, h := range hs.requests {
 		h.OnRequestDone(r)
 	}

@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -21,7 +22,12 @@ type requestLog struct {
 	sent      int
 }
 
+// OnRequestDone keeps the produce requests (API 0): the tests here are
+// about them.
 func (l *requestLog) OnRequestDone(r RequestInfo) {
+	if r.API != 0 {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.requests = append(l.requests, r)
@@ -184,4 +190,99 @@ func batchBuffers(p *Producer) int64 {
 		sum <- n
 	})
 	return <-sum
+}
+
+// requestKeys records every request HookRequestDone reports, and whether
+// each call ran on the producer's sender goroutine.
+type requestKeys struct {
+	p         atomic.Pointer[Producer]
+	mu        sync.Mutex
+	all       []RequestInfo
+	offSender int
+}
+
+func (k *requestKeys) OnRequestDone(r RequestInfo) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.all = append(k.all, r)
+	if p := k.p.Load(); p == nil || p.s.gid.Load() != goroutineID() {
+		k.offSender++
+	}
+}
+
+// count returns how many requests of each API key were reported.
+func (k *requestKeys) count() map[int16]int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n := map[int16]int{}
+	for _, r := range k.all {
+		n[r.API]++
+	}
+	return n
+}
+
+// TestRequestDoneReportsEveryRequest: HookRequestDone sees every request
+// the producer sends, not only produce requests, each with its API key,
+// on the sender goroutine: a transactional producer with client metrics
+// subscribed reports Metadata, FindCoordinator, InitProducerId,
+// AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn,
+// GetTelemetrySubscriptions and PushTelemetry besides Produce, each
+// produce and metadata request once, and no ApiVersions or SASL request
+// (the requests that open a connection). Each names its broker's address,
+// and its id once metadata named it: the bootstrap server is node 0's
+// address, unknown as node 0 until the first Metadata answer, so the
+// first control requests name node -1. Transaction version 1, which sends
+// AddPartitionsToTxn and AddOffsetsToTxn (version 2 adds partitions with
+// Produce itself).
+func TestRequestDoneReportsEveryRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newTxnEnv(t, 1, broker.Config{RTT: 10 * time.Millisecond})
+		e.c.SetTelemetry(&broker.TelemetryConfig{Metrics: []string{"*"}, PushInterval: 10 * time.Second})
+		keys := &requestKeys{}
+		p := e.producer(Hooks(keys))
+		keys.p.Store(p)
+		ctx := context.Background()
+		require.NoError(t, p.InitTransactions(ctx))
+		require.NoError(t, p.BeginTransaction())
+		w := produceAll(p, "out", 0, "a", "b", "c")
+		g := GroupMetadata{GroupID: "eos", Generation: -1}
+		require.NoError(t, p.SendOffsetsToTransaction(ctx, g, []TransactionOffset{{Topic: "in", Partition: 0, Offset: 7, LeaderEpoch: -1}}))
+		require.NoError(t, p.CommitTransaction(ctx))
+		require.Equal(t, []error{nil, nil, nil}, w())
+		time.Sleep(25 * time.Second) // subscribed, pushed
+		synctest.Wait()
+
+		n := keys.count()
+		for key, name := range map[int16]string{0: "Produce", 3: "Metadata", 10: "FindCoordinator", 22: "InitProducerId",
+			24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn", 26: "EndTxn", 28: "TxnOffsetCommit",
+			71: "GetTelemetrySubscriptions", 72: "PushTelemetry"} {
+			assert.Positive(t, n[key], "%s (%d) reported", name, key)
+		}
+		for _, key := range []int16{17, 18, 36} { // SaslHandshake, ApiVersions, SaslAuthenticate
+			assert.Zero(t, n[key], "key %d: opens a connection", key)
+		}
+		assert.Equal(t, int(p.Stats().ProduceRequests), n[0], "each produce request once")
+		assert.Equal(t, int(e.c.MetadataRequests()), n[3], "each metadata request once")
+		keys.mu.Lock()
+		assert.Zero(t, keys.offSender, "every call on the sender goroutine")
+		addrs := map[string]int32{}
+		for i, a := range e.c.Addrs() {
+			addrs[a] = int32(i)
+		}
+		unknown := 0
+		for _, r := range keys.all {
+			id, ok := addrs[r.Addr]
+			assert.True(t, ok, "API %d: address %q", r.API, r.Addr)
+			if r.Node == -1 && (r.API == 3 || r.API == 10) {
+				unknown++
+				assert.Zero(t, r.InFlight)
+			} else {
+				assert.Equal(t, id, r.Node, "API %d at %s", r.API, r.Addr)
+			}
+			assert.NoError(t, r.Err, "API %d", r.API)
+			assert.GreaterOrEqual(t, r.Latency, 10*time.Millisecond, "API %d: the round trip", r.API)
+		}
+		keys.mu.Unlock()
+		assert.LessOrEqual(t, unknown, 2, "only before the first Metadata answer")
+	})
 }

@@ -34,7 +34,9 @@ func TestReadbackSettlesWrittenTwice(t *testing.T) {
 				mu.Unlock()
 			}
 		})
-		c, p, l := warmWindow20(t, 1, Linger(0), ReadBack(true), Hooks(h, offsets))
+		keys := &requestKeys{}
+		c, p, l := warmWindow20(t, 1, Linger(0), ReadBack(true), Hooks(h, offsets, keys))
+		keys.p.Store(p)
 		c.ScriptAnswers("t", 0,
 			broker.Answer{Code: kerr.RequestTimedOut.Code, Mode: broker.AppendThenFail},
 			broker.Answer{Code: kerr.RequestTimedOut.Code, Mode: broker.AppendThenFail})
@@ -71,5 +73,6 @@ func TestReadbackSettlesWrittenTwice(t *testing.T) {
 		require.Equal(t, []int64{b, b + 1}, infos[0].Offsets)
 		readbackAt(t, c, infos[0])
 		require.Equal(t, ReadbackStats{WrittenTwice: 1}, p.Stats().Readback)
+		require.Positive(t, keys.count()[1], "read-back's Fetch requests reported to HookRequestDone")
 	})
 }

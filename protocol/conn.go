@@ -41,6 +41,17 @@ type DialConfig struct {
 	// MaxFrameSize bounds each response frame; 0 means
 	// [DefaultMaxFrameSize]. A larger frame kills the connection.
 	MaxFrameSize int
+	// OnRequestDone, when non-nil, is called once for every request sent
+	// with [Conn.Send] or [Conn.Do] (and the functions of this package
+	// built on them) when it completes, just before its own completion
+	// and on the same goroutine: addr is the connection's, key the
+	// request's API key, latency the time since it was sent, err nil
+	// when the broker answered (whatever the answer's error codes), else
+	// the request's error. The handshake's requests (ApiVersions, SASL),
+	// a request the broker's versions refuse before it is sent, and
+	// [Conn.Produce] exchanges, whose callers see their completion, are
+	// not reported. It must not block.
+	OnRequestDone func(addr string, key int16, latency time.Duration, err error)
 }
 
 // Conn is a pipelined connection to one broker, made by [Dial]. Many
@@ -55,6 +66,7 @@ type DialConfig struct {
 // [ErrConnClosed].
 type Conn struct {
 	addr     string
+	onDone   func(addr string, key int16, latency time.Duration, err error) // DialConfig.OnRequestDone
 	nc       net.Conn
 	br       *bufio.Reader
 	clientID *string
@@ -236,6 +248,10 @@ func (c *Conn) send(req kmsg.Request, atMost int16, timeout time.Duration, done 
 		return
 	}
 	req.SetVersion(v)
+	if observe := c.onDone; observe != nil {
+		start, inner := time.Now(), done
+		done = func(r kmsg.Response, err error) { observe(c.addr, key, time.Since(start), err); inner(r, err) }
+	}
 	p := &pending{
 		id:      c.nextID.Add(1) & 0x7fffffff,
 		key:     key,

@@ -86,6 +86,7 @@ func handshake(ctx context.Context, nc net.Conn, addr string, cfg DialConfig) (*
 
 	c := &Conn{
 		addr:     addr,
+		onDone:   cfg.OnRequestDone,
 		nc:       nc,
 		br:       bufio.NewReaderSize(nc, 64<<10),
 		maxFrame: cfg.MaxFrameSize,

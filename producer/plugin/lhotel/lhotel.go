@@ -236,6 +236,9 @@ func (m *Metrics) OnThrottle(node int32, d time.Duration) {
 
 // OnRequestDone implements producer.HookRequestDone.
 func (m *Metrics) OnRequestDone(r producer.RequestInfo) {
+	if r.API != 0 {
+		return // the instruments are the produce requests'
+	}
 	at := metric.WithAttributes(nodeAttr(r.Node))
 	m.reqLatency.Record(bg, r.Latency.Seconds(), at)
 	m.reqInFlight.Record(bg, int64(r.InFlight), at)

@@ -276,6 +276,9 @@ func (m *Metrics) OnThrottle(node int32, d time.Duration) {
 
 // OnRequestDone implements producer.HookRequestDone.
 func (m *Metrics) OnRequestDone(r producer.RequestInfo) {
+	if r.API != 0 {
+		return // the metrics are the produce requests'
+	}
 	node := part(r.Node)
 	m.reqLatency.WithLabelValues(node).Observe(r.Latency.Seconds())
 	m.reqInFlight.WithLabelValues(node).Set(float64(r.InFlight))
