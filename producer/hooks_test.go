@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -475,4 +476,34 @@ func TestHookDispatchBuildsNothingUnsubscribed(t *testing.T) {
 	// A user hook makes the dispatch describe the batch.
 	hs.sent = []HookBatchSent{newRecorder()}
 	assert.Panics(t, func() { hs.requestSent(s, sr) })
+}
+
+// orderHook notes its name in a shared list at each OnBatchSent.
+type orderHook struct {
+	name string
+	mu   *sync.Mutex
+	log  *[]string
+}
+
+func (h orderHook) OnBatchSent(BatchInfo) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	*h.log = append(*h.log, h.name)
+}
+
+// TestHooksCalledInOrderGiven: hooks run in the order given, and a
+// repeated Hooks option adds to the list (it replaces nothing).
+func TestHooksCalledInOrderGiven(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
+		var mu sync.Mutex
+		var log []string
+		h := func(name string) orderHook { return orderHook{name, &mu, &log} }
+		p := memProducer(t, c, n, Hooks(h("a"), h("b")), Hooks(h("c")))
+		require.NoError(t, p.ProduceSync(t.Context(), toPartition("t", 0, []byte("one"))).FirstErr())
+		require.NoError(t, p.ProduceSync(t.Context(), toPartition("t", 0, []byte("two"))).FirstErr())
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Equal(t, []string{"a", "b", "c", "a", "b", "c"}, log)
+	})
 }

@@ -57,8 +57,13 @@ type nodeStats struct {
 
 // Stats is a snapshot of the producer, from [Producer.Stats].
 type Stats struct {
-	ProducerID     int64 // -1 before InitProducerId answered
-	ProducerEpoch  int16
+	ProducerID    int64 // -1 before InitProducerId answered
+	ProducerEpoch int16 // the epoch of ProducerID
+	// EpochBumps counts the identities the idempotent producer took after
+	// its first to recover: an epoch bump (the same id, epoch one
+	// higher) or a new producer id, each renumbering the unacknowledged
+	// batches. The epoch a transactional producer moves at each
+	// transaction (transaction version 2) does not count.
 	EpochBumps     int64
 	RecordsSent    int64 // records acknowledged
 	RecordsFailed  int64 // records failed after they were accepted

@@ -307,3 +307,54 @@ func TestPartitionStatsDraining(t *testing.T) {
 		assert.Greater(t, part().BatchesSent, log[first].BatchesSent, "sent again")
 	})
 }
+
+// TestStatsProducerIdentity: ProducerID and ProducerEpoch are the
+// identity InitProducerId gave, and EpochBumps counts the identities taken
+// after the first to recover: OUT_OF_ORDER_SEQUENCE_NUMBER on the oldest
+// batch bumps the epoch (same id, epoch one higher), INVALID_PRODUCER_EPOCH
+// takes a new producer id; both count. Stats is read all along from
+// another goroutine while records flow (under -race: safe to call from any
+// goroutine).
+func TestStatsProducerIdentity(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, n := memCluster(t, broker.Config{RTT: 5 * time.Millisecond, Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
+		p := memProducer(t, c, n)
+		stop := make(chan struct{})
+		reads := make(chan int)
+		go func() {
+			k := 0
+			for {
+				select {
+				case <-stop:
+					reads <- k
+					return
+				default:
+				}
+				_ = p.Stats()
+				k++
+				time.Sleep(time.Millisecond)
+			}
+		}()
+		require.NoError(t, p.ProduceSync(t.Context(), toPartition("t", 0, []byte("first"))).FirstErr())
+		st := p.Stats()
+		id := st.ProducerID
+		require.GreaterOrEqual(t, id, int64(0))
+		assert.Zero(t, st.ProducerEpoch)
+		assert.Zero(t, st.EpochBumps)
+
+		c.InjectError("t", 0, kerr.OutOfOrderSequenceNumber.Code, 1)
+		require.NoError(t, p.ProduceSync(t.Context(), toPartition("t", 0, []byte("gap"))).FirstErr())
+		st = p.Stats()
+		assert.Equal(t, id, st.ProducerID, "bumped: the same id")
+		assert.Equal(t, int16(1), st.ProducerEpoch, "epoch one higher")
+		assert.Equal(t, int64(1), st.EpochBumps)
+
+		c.InjectError("t", 0, kerr.InvalidProducerEpoch.Code, 1)
+		require.NoError(t, p.ProduceSync(t.Context(), toPartition("t", 0, []byte("fenced"))).FirstErr())
+		st = p.Stats()
+		assert.NotEqual(t, id, st.ProducerID, "a new producer id")
+		assert.Equal(t, int64(2), st.EpochBumps)
+		close(stop)
+		assert.Positive(t, <-reads)
+	})
+}
