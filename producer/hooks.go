@@ -216,8 +216,8 @@ type HookThrottle interface {
 // [HookRequestDone].
 type RequestInfo struct {
 	// Node is the broker the request went to: -1 when its address is not
-	// one the producer knows a broker id for (a bootstrap server before
-	// metadata named it, a coordinator's).
+	// one metadata has named a broker id for (a bootstrap server's, before
+	// the first Metadata answer).
 	Node int32
 	// Addr is the address of the request's connection.
 	Addr string

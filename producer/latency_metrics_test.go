@@ -138,6 +138,7 @@ func TestRequestDoneReportsInFlightAndFailure(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 		wg.Wait()
+		synctest.Wait()
 		reqs, _, _ := log.snapshot()
 		var inflight []int
 		for _, r := range reqs[1:] {
@@ -149,6 +150,9 @@ func TestRequestDoneReportsInFlightAndFailure(t *testing.T) {
 		rec := &Record{Topic: "t", Value: []byte("lost answer")}
 		rec.SetPartition(0)
 		require.NoError(t, p.ProduceSync(context.Background(), rec).FirstErr(), "retried after the timeout")
+		// The sender reports a request after its batches' callbacks are
+		// queued: ProduceSync may return before that.
+		synctest.Wait()
 		reqs, _, _ = log.snapshot()
 		var failed []RequestInfo
 		for _, r := range reqs {
