@@ -30,9 +30,13 @@ import (
 //   (the epoch is bumped), or the ones before its last bump (a retry,
 //   answered the current pair); anything else is PRODUCER_FENCED
 //   (INVALID_PRODUCER_EPOCH below v4).
-// * An ongoing transaction is fenced: the epoch is bumped, the
-//   transaction aborted (its markers carry the new epoch) and the answer
-//   is CONCURRENT_TRANSACTIONS; the retry then gets a further epoch.
+// * An ongoing transaction is fenced, checked before the epoch (v3+: if
+//   the producer id is the id's, whatever the epoch sent): the epoch is
+//   bumped, the transaction aborted (its markers carry the new epoch) and
+//   the answer is CONCURRENT_TRANSACTIONS. Under transaction version 0/1
+//   the fence forgets the epoch before it (Kafka sets lastProducerEpoch to
+//   none), so a retry with the epoch the fence met is PRODUCER_FENCED; one
+//   with the new epoch, or without a producer id, gets a further epoch.
 // * Otherwise the epoch is bumped (a new producer id at epoch 0 once it
 //   would reach 32767) and the id's transaction is empty.
 //
@@ -97,6 +101,9 @@ func (c *Cluster) initTransactional(r *request, req *kmsg.InitProducerIDRequest,
 	}
 	if req.Version >= 3 && req.ProducerID >= 0 {
 		switch {
+		case m.state == txnOngoing && req.ProducerID == m.pid:
+			// Kafka fences an ongoing transaction of the producer id
+			// whatever the epoch sent.
 		case req.ProducerID == m.pid && req.ProducerEpoch == m.epoch:
 			// the current pair: bump below
 		case m.state != txnOngoing && m.lastEpoch >= 0 && req.ProducerEpoch == m.lastEpoch &&

@@ -294,9 +294,14 @@ func (c *Cluster) beginTxn(m *txnMeta, now time.Time) {
 // fence aborts m's ongoing transaction under a bumped epoch, so the
 // producer holding the old epoch is fenced: what Kafka does for an
 // InitProducerId meeting an ongoing transaction and for a transaction that
-// timed out. c.mu is held.
+// timed out. Under transaction version 0/1 Kafka forgets the epoch before
+// the fence (lastProducerEpoch is set to none), so a retry of an
+// InitProducerId with that epoch is fenced. c.mu is held.
 func (c *Cluster) fence(m *txnMeta) {
 	c.bumpEpoch(m)
+	if c.txnVersion < 2 {
+		m.lastEpoch = -1
+	}
 	c.prepareEnd(m, false, m.epoch)
 }
 

@@ -525,3 +525,84 @@ func TestTxnTimeoutTimerStopped(t *testing.T) {
 		t.Fatalf("%d timers pending after 20 ended transactions, want 0", n)
 	}
 }
+
+// initRetry sends InitProducerId v4 with pid and epoch until the answer
+// is not CONCURRENT_TRANSACTIONS, as a client retries it.
+func (x *txnWire) initRetry(pid int64, epoch int16) *kmsg.InitProducerIDResponse {
+	x.t.Helper()
+	for range 500 {
+		resp := x.init(4, 60000, pid, epoch)
+		if resp.ErrorCode != kerr.ConcurrentTransactions.Code {
+			return resp
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	x.t.Fatal("InitProducerId: CONCURRENT_TRANSACTIONS for a second")
+	return nil
+}
+
+// TestTxnInitFencesOngoingWhateverEpoch: an InitProducerId with the
+// producer id of an ongoing transaction fences it (aborted,
+// CONCURRENT_TRANSACTIONS) whatever epoch it carries, as Kafka checks the
+// state before the epoch; another producer id is PRODUCER_FENCED and
+// leaves the transaction open.
+func TestTxnInitFencesOngoingWhateverEpoch(t *testing.T) {
+	for _, tv := range []int16{1, 2} {
+		c := startCluster(t, Config{Topics: []TopicConfig{{Name: "t", Partitions: 1}}})
+		if err := c.SetTransactionVersion(tv); err != nil {
+			t.Fatal(err)
+		}
+		x := newTxnWire(t, c, "a")
+		pid, _ := x.mustInit()
+		pid, epoch := x.mustInit() // epoch 1: epoch 0 is stale
+		wantCode(t, "add", x.add(3, pid, epoch, "t", 0), nil)
+		wantCode(t, "produce", x.produce(11, 0, pid, epoch, 0, 2).ErrorCode, nil)
+		wantCode(t, "init, another producer id", x.init(4, 60000, pid+7, 0).ErrorCode, kerr.ProducerFenced)
+		if st := c.TxnStats(); st.Fenced != 0 {
+			t.Fatalf("tv%d: stats %+v after another producer id's init, want none fenced", tv, st)
+		}
+		wantCode(t, "init, stale epoch", x.init(4, 60000, pid, epoch-1).ErrorCode, kerr.ConcurrentTransactions)
+		if st := c.TxnStats(); st.Fenced != 1 {
+			t.Fatalf("tv%d: stats %+v, want 1 fenced", tv, st)
+		}
+		resp := x.initRetry(pid, epoch+1)
+		wantCode(t, "init with the fence's epoch", resp.ErrorCode, nil)
+		if resp.ProducerID != pid || resp.ProducerEpoch != epoch+2 {
+			t.Fatalf("tv%d: after the fence %d/%d, want %d/%d", tv, resp.ProducerID, resp.ProducerEpoch, pid, epoch+2)
+		}
+		if n := len(c.CommittedRecords("t", 0)); n != 0 {
+			t.Fatalf("tv%d: %d committed records of the fenced transaction", tv, n)
+		}
+	}
+}
+
+// TestTxnFenceForgetsLastEpochTV1: under transaction version 1 the fence
+// of an ongoing transaction forgets the epoch before it (Kafka's fence
+// sets lastProducerEpoch to none): the client retrying InitProducerId
+// with the epoch the fence met is PRODUCER_FENCED once the abort
+// completed. Under version 2 that retry is answered the current pair.
+func TestTxnFenceForgetsLastEpochTV1(t *testing.T) {
+	for _, tv := range []int16{1, 2} {
+		c := startCluster(t, Config{Topics: []TopicConfig{{Name: "t", Partitions: 1}}})
+		if err := c.SetTransactionVersion(tv); err != nil {
+			t.Fatal(err)
+		}
+		x := newTxnWire(t, c, "a")
+		pid, epoch := x.mustInit()
+		wantCode(t, "add", x.add(3, pid, epoch, "t", 0), nil)
+		wantCode(t, "produce", x.produce(11, 0, pid, epoch, 0, 2).ErrorCode, nil)
+		c.HoldMarkers(true)
+		wantCode(t, "fencing init", x.init(4, 60000, pid, epoch).ErrorCode, kerr.ConcurrentTransactions)
+		wantCode(t, "retry while aborting", x.init(4, 60000, pid, epoch).ErrorCode, kerr.ConcurrentTransactions)
+		c.HoldMarkers(false)
+		resp := x.initRetry(pid, epoch)
+		if tv == 1 {
+			wantCode(t, "tv1 retry after the fence", resp.ErrorCode, kerr.ProducerFenced)
+			continue
+		}
+		wantCode(t, "tv2 retry after the fence", resp.ErrorCode, nil)
+		if resp.ProducerID != pid || resp.ProducerEpoch != epoch+1 {
+			t.Fatalf("tv2: retry answered %d/%d, want %d/%d", resp.ProducerID, resp.ProducerEpoch, pid, epoch+1)
+		}
+	}
+}
