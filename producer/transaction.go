@@ -30,8 +30,10 @@ var (
 	ErrTransactionFatal = errors.New("producer: transactional producer failed")
 	// ErrCommitUnknown: a commit's answer was lost and what came after
 	// does not tell whether it happened. The producer is uninitialized
-	// again: the next BeginTransaction initializes it, which fences what is
-	// left of the transaction.
+	// again: the next BeginTransaction initializes it, which first aborts
+	// the transaction if it is still open. If another producer took the
+	// transactional id meanwhile, that init returns [ErrProducerFenced]
+	// and leaves the other producer's transaction alone.
 	ErrCommitUnknown = errors.New("producer: commit outcome unknown")
 	// ErrTransactionState: the call is not allowed in the producer's
 	// transaction state (CommitTransaction without BeginTransaction,

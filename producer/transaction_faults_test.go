@@ -594,3 +594,88 @@ func TestTransactionCommitUnknown(t *testing.T) {
 		require.Equal(t, []string{"a", "b"}, e.committed("out", 0))
 	})
 }
+
+// commitUnknownOpen makes p's CommitTransaction of the open transaction
+// end in ErrCommitUnknown with the transaction still open at the
+// coordinator: the EndTxn(commit) is written to a stalled coordinator
+// whose connection then drops before it reads it, and the retry is
+// refused (INVALID_TXN_STATE) without being applied.
+func (e *txnEnv) commitUnknownOpen(p *Producer) {
+	e.t.Helper()
+	coord := e.c.Coordinator(e.id, true)
+	e.c.Stall(coord, time.Hour)
+	res := make(chan error, 1)
+	go func() { res <- p.CommitTransaction(context.Background()) }()
+	time.Sleep(time.Second) // the EndTxn(commit) is written and waits
+	e.c.InjectCoordinatorError(26, kerr.InvalidTxnState.Code, 1)
+	e.c.Stall(coord, 0)
+	e.c.DropConnections(coord)
+	err := <-res
+	require.ErrorIs(e.t, err, ErrCommitUnknown)
+	info, ok := e.c.Transaction(e.id)
+	require.True(e.t, ok)
+	require.Equal(e.t, "Ongoing", info.State, "the lost commit was not applied")
+}
+
+// TestTransactionCommitUnknownStillOpen: the EndTxn(commit) is lost before
+// the coordinator applied it and the retry is refused, so
+// CommitTransaction returns ErrCommitUnknown while the transaction is
+// still open there. The next BeginTransaction re-initializes: it aborts
+// that transaction first (EndTxn(abort) with its id and epoch), so the
+// InitProducerId after it finds nothing to fence. An InitProducerId sent
+// over the open transaction would fence it, and under transaction version
+// 1 its retry with the same epoch is PRODUCER_FENCED (Kafka forgets the
+// epoch before a fence). The first transaction's record is never read
+// committed; the next transaction commits.
+func TestTransactionCommitUnknownStillOpen(t *testing.T) {
+	for _, tv := range []int16{1, 2} {
+		t.Run(fmt.Sprintf("tv%d", tv), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newTxnEnv(t, tv, broker.Config{RTT: 20 * time.Millisecond})
+				ctx := context.Background()
+				p := e.producer(RequestTimeout(10 * time.Second))
+				require.NoError(t, p.BeginTransaction())
+				require.NoError(t, produceAll(p, "out", 0, "a")()[0])
+				e.commitUnknownOpen(p)
+				require.NoError(t, p.BeginTransaction(), "initializes again")
+				require.NoError(t, produceAll(p, "out", 0, "b")()[0])
+				require.NoError(t, p.CommitTransaction(ctx))
+				e.settled()
+				require.Equal(t, []string{"b"}, e.committed("out", 0))
+				require.Zero(t, e.c.TxnStats().Fenced, "the re-init fenced nothing")
+			})
+		})
+	}
+}
+
+// TestTransactionCommitUnknownZombie: after ErrCommitUnknown with the
+// transaction still open, another producer takes the transactional id
+// (fencing that transaction) and opens its own. The first producer's
+// re-init (its next BeginTransaction) is ErrProducerFenced, and the other's transaction is left open:
+// it commits. Re-initializing with InitProducerId directly would fence the
+// other's transaction, as its producer id is the same.
+func TestTransactionCommitUnknownZombie(t *testing.T) {
+	for _, tv := range []int16{1, 2} {
+		t.Run(fmt.Sprintf("tv%d", tv), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newTxnEnv(t, tv, broker.Config{RTT: 20 * time.Millisecond})
+				ctx := context.Background()
+				p := e.producer(RequestTimeout(10 * time.Second))
+				require.NoError(t, p.BeginTransaction())
+				require.NoError(t, produceAll(p, "out", 0, "a")()[0])
+				e.commitUnknownOpen(p)
+				q := e.producer(RequestTimeout(10 * time.Second))
+				require.NoError(t, q.InitTransactions(ctx))
+				require.NoError(t, q.BeginTransaction())
+				require.NoError(t, produceAll(q, "out", 0, "z")()[0])
+				fenced := e.c.TxnStats().Fenced
+				require.ErrorIs(t, p.BeginTransaction(), ErrProducerFenced, "the re-init")
+				require.ErrorIs(t, p.InitTransactions(ctx), ErrProducerFenced)
+				require.Equal(t, fenced, e.c.TxnStats().Fenced, "the other's transaction was not fenced")
+				require.NoError(t, q.CommitTransaction(ctx))
+				e.settled()
+				require.Equal(t, []string{"z"}, e.committed("out", 0))
+			})
+		})
+	}
+}

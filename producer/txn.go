@@ -50,7 +50,8 @@ func (s txnState) String() string {
 // other move is a bug of the core or its driver.
 var txnTransitions = [txnStates][]txnState{
 	// Init; after a commit whose outcome is unknown the producer is
-	// uninitialized again and must initialize (which fences what is left).
+	// uninitialized again and must initialize (which first aborts what may
+	// be left of the transaction).
 	txnUninitialized: {txnInitializing, txnFatalError},
 	txnInitializing:  {txnReady, txnAbortableError, txnFenced, txnFatalError},
 	txnReady:         {txnInTransaction, txnFatalError},
@@ -240,6 +241,13 @@ type txnCore struct {
 	// lost; a later error cannot tell whether it was applied.
 	endMaybeApplied bool
 	lastTV          int
+	// abortFirst: the commit's outcome is unknown, so its transaction may
+	// still be open at the coordinator; the re-init first aborts it with
+	// EndTxn(abort) under the same id, epoch and version. An
+	// InitProducerId meeting an open transaction would fence it and, under
+	// version 1, forget the epoch it was sent with (Kafka's fence sets the
+	// last epoch to none), so its retry would be refused as fenced.
+	abortFirst bool
 
 	needCoordinator bool
 	// finding is the SendOffsets call whose group coordinator the
@@ -542,6 +550,9 @@ func (c *txnCore) next() (req txnRequest, done txnOutcome) {
 		c.finding = nil
 		return c.send(txnRequest{kind: txnReqFindCoordinator, keyType: protocol.CoordinatorTransaction, key: c.txnID}), txnOutcome{}
 	}
+	if c.state == txnInitializing && c.abortFirst {
+		return c.send(txnRequest{kind: txnReqEndTxn, producer: c.producer(), tv: c.tv, commit: false}), txnOutcome{}
+	}
 	if c.state == txnInitializing || c.needBump {
 		return c.send(txnRequest{kind: txnReqInitProducerID, producer: c.producer(), timeoutMs: c.timeout}), txnOutcome{}
 	}
@@ -658,6 +669,7 @@ func (c *txnCore) fatal(to txnState, class error, api txnAPI, cause error) txnOu
 		if to == txnFatalError {
 			to = txnUninitialized
 			c.needCoordinator = true
+			c.abortFirst = true
 		}
 	}
 	var out txnOutcome
@@ -840,6 +852,9 @@ func (c *txnCore) onEndTxn(res protocol.EndTxnResult) (txnOutcome, error) {
 	if err := c.answered(txnReqEndTxn); err != nil {
 		return txnOutcome{}, err
 	}
+	if c.state == txnInitializing {
+		return c.onReinitAbort(res), nil
+	}
 	aborting := c.state == txnAborting
 	v := judgeTxn(txnAPIEndTxn, res.ErrorCode, aborting, c.canBump)
 	if v == txnvAbortable && !aborting {
@@ -874,4 +889,27 @@ func (c *txnCore) onEndTxn(res protocol.EndTxnResult) (txnOutcome, error) {
 		return txnOutcome{}, nil
 	}
 	return out, c.must(txnReady)
+}
+
+// onReinitAbort takes the answer to the EndTxn(abort) a re-init sends
+// first (abortFirst). Nothing open (INVALID_TXN_STATE: the commit was
+// applied, or no transaction) or aborted: InitProducerId follows with the
+// current pair, under version 2 the one the abort answered. An unknown
+// producer id: InitProducerId asks for a new one. Fenced: another
+// producer holds the id, and its transaction is left alone.
+func (c *txnCore) onReinitAbort(res protocol.EndTxnResult) txnOutcome {
+	switch res.ErrorCode {
+	case 0:
+		if c.tv == 2 {
+			c.id, c.epoch = res.ProducerID, res.Epoch
+		}
+	case kerr.InvalidTxnState.Code:
+	case kerr.InvalidProducerIDMapping.Code:
+		c.id, c.epoch = -1, -1
+	default:
+		return c.verdict(txnAPIEndTxn, res.ErrorCode, judgeTxn(txnAPIEndTxn, res.ErrorCode, true, c.canBump), nil)
+	}
+	c.abortFirst = false
+	c.attempt = 0
+	return txnOutcome{}
 }

@@ -545,8 +545,82 @@ func TestTxnCommitOutcomeUnknown(t *testing.T) {
 		require.Equal(t, txnUninitialized, h.c.state)
 		require.NoError(t, h.c.initTransactions())
 		h.found()
-		req := h.expect(txnReqInitProducerID)
+		req := h.expect(txnReqEndTxn)
+		require.False(t, req.commit, "the re-init aborts what may be open first")
+		h.ok(h.c.onEndTxn(protocol.EndTxnResult{ErrorCode: kerr.InvalidTxnState.Code, ProducerID: -1, Epoch: -1}))
+		req = h.expect(txnReqInitProducerID)
 		require.Equal(t, int64(7), req.producer.ProducerID, "the re-init names the current id, so a fence is seen")
+	}
+}
+
+// TestTxnReinitAbortsFirst: after ErrCommitUnknown the re-init sends
+// EndTxn(abort) with the transaction's id, epoch and version, then
+// InitProducerId: with the current pair after success or INVALID_TXN_STATE
+// (under version 2 the pair the abort answered), without an id after
+// INVALID_PRODUCER_ID_MAPPING; CONCURRENT_TRANSACTIONS sends the abort
+// again; PRODUCER_FENCED and INVALID_PRODUCER_EPOCH fail the init as
+// fenced.
+func TestTxnReinitAbortsFirst(t *testing.T) {
+	type answer struct {
+		code      int16
+		id        int64
+		epoch     int16
+		wantID    int64 // the InitProducerId's pair; wantID -2: fenced
+		wantEpoch int16
+	}
+	for _, tv := range []int{1, 2} {
+		for _, a := range []answer{
+			{0, -1, -1, 7, 0},
+			{kerr.InvalidTxnState.Code, -1, -1, 7, 0},
+			{kerr.InvalidProducerIDMapping.Code, -1, -1, -1, -1},
+			{kerr.ProducerFenced.Code, -1, -1, -2, 0},
+			{kerr.InvalidProducerEpoch.Code, -1, -1, -2, 0},
+		} {
+			if tv == 2 && a.code == 0 {
+				a.id, a.epoch, a.wantEpoch = 7, 1, 1 // the abort bumped the epoch
+			}
+			h := newTxnHarness(t, false)
+			h.initialized()
+			require.NoError(t, h.c.begin(tv))
+			if tv == 1 {
+				require.NoError(t, h.c.recordQueued(tp0))
+				h.expect(txnReqAddPartitions)
+				h.ok(h.c.onAddPartitions([]protocol.PartitionErrorCode{{TopicPartition: tp0}}))
+				require.NoError(t, h.c.batchSent(tp0, 1))
+			} else {
+				h.sent(tp0, 1)
+			}
+			h.ok(h.c.batchAnswered(tp0, 1, nil))
+			require.NoError(t, h.c.commit())
+			h.expect(txnReqEndTxn)
+			h.ok(h.c.transportFailed(txnReqEndTxn, true))
+			h.found()
+			h.expect(txnReqEndTxn)
+			h.ok(h.c.onEndTxn(protocol.EndTxnResult{ErrorCode: kerr.InvalidTxnState.Code, ProducerID: -1, Epoch: -1}))
+			require.Equal(t, txnUninitialized, h.c.state)
+			require.NoError(t, h.c.initTransactions())
+			h.found()
+			req := h.expect(txnReqEndTxn)
+			require.False(t, req.commit)
+			require.Equal(t, tv, req.tv)
+			require.Equal(t, protocol.TxnProducer{TransactionalID: "tx", ProducerID: 7, Epoch: 0}, req.producer)
+			out := h.ok(h.c.onEndTxn(protocol.EndTxnResult{ErrorCode: kerr.ConcurrentTransactions.Code, ProducerID: -1, Epoch: -1}))
+			require.True(t, out.backoff)
+			h.expect(txnReqEndTxn)
+			out = h.ok(h.c.onEndTxn(protocol.EndTxnResult{ErrorCode: a.code, ProducerID: a.id, Epoch: a.epoch}))
+			if a.wantID == -2 {
+				err, ok := doneOp(out, txnOpInit)
+				require.True(t, ok, "tv%d code %d", tv, a.code)
+				require.ErrorIs(t, err, ErrProducerFenced)
+				require.Equal(t, txnFenced, h.c.state)
+				continue
+			}
+			require.Empty(t, out.done)
+			req = h.expect(txnReqInitProducerID)
+			require.Equal(t, protocol.TxnProducer{TransactionalID: "tx", ProducerID: a.wantID, Epoch: a.wantEpoch}, req.producer, "tv%d code %d", tv, a.code)
+			h.ok(h.c.onInit(protocol.InitTxnResult{ProducerID: 7, Epoch: 5}))
+			require.Equal(t, txnReady, h.c.state)
+		}
 	}
 }
 
