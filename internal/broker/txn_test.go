@@ -553,7 +553,7 @@ func TestTxnInitFencesOngoingWhateverEpoch(t *testing.T) {
 			t.Fatal(err)
 		}
 		x := newTxnWire(t, c, "a")
-		pid, _ := x.mustInit()
+		x.mustInit()
 		pid, epoch := x.mustInit() // epoch 1: epoch 0 is stale
 		wantCode(t, "add", x.add(3, pid, epoch, "t", 0), nil)
 		wantCode(t, "produce", x.produce(11, 0, pid, epoch, 0, 2).ErrorCode, nil)
