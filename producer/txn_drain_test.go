@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -72,16 +73,8 @@ func TestTxnAbortOnlyFailsRetries(t *testing.T) {
 		for _, bug := range bugCases {
 			t.Run(fmt.Sprintf("TV%d/bug=%v", tv, bug), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					e := newTxnEnv(t, tv, broker.Config{})
+					e, p, calls := retryingBatch(t, tv, bug)
 					ctx := context.Background()
-					p := e.producer(bugOpt(t, txnSendsAbortOnly, bug))
-					require.NoError(t, p.BeginTransaction())
-					const refusals = 100000
-					e.c.InjectError("out", 0, kerr.NotEnoughReplicas.Code, refusals)
-					calls := newDrainCalls()
-					calls.produce(p, "out", 0, "a")
-					time.Sleep(300 * time.Millisecond) // a is refused and retried
-					require.Greater(t, refusals-e.c.PendingAnswers("out", 0), 1, "a was sent and retried")
 					calls.produce(p, "out", 0, "b") // queued behind a's retry
 					time.Sleep(10 * time.Millisecond)
 					e.c.InjectError("out", 1, kerr.InvalidRecord.Code, 1)
@@ -109,7 +102,7 @@ func TestTxnAbortOnlyFailsRetries(t *testing.T) {
 					calls.mu.Lock()
 					order := append([]string(nil), calls.order...)
 					calls.mu.Unlock()
-					require.Less(t, indexOf(order, "a"), indexOf(order, "b"), "callbacks in produce order on out/0: %v", order)
+					require.Less(t, slices.Index(order, "a"), slices.Index(order, "b"), "callbacks in produce order on out/0: %v", order)
 					require.ErrorIs(t, p.CommitTransaction(ctx), ErrTransactionAbortable)
 					require.NoError(t, p.AbortTransaction(ctx))
 
@@ -124,13 +117,23 @@ func TestTxnAbortOnlyFailsRetries(t *testing.T) {
 	}
 }
 
-func indexOf(s []string, v string) int {
-	for i, x := range s {
-		if x == v {
-			return i
-		}
-	}
-	return -1
+// refusals is how many times the retrying-batch tests' partition out/0
+// answers NOT_ENOUGH_REPLICAS: more than any test lasts.
+const refusals = 100000
+
+// retryingBatch starts a transaction of tv whose record "a" on out/0 was
+// sent and is being retried (out/0 refuses it with NOT_ENOUGH_REPLICAS),
+// on a producer with the txnSendsAbortOnly bug back when bug is set.
+func retryingBatch(t *testing.T, tv int16, bug bool) (*txnEnv, *Producer, *drainCalls) {
+	e := newTxnEnv(t, tv, broker.Config{})
+	p := e.producer(bugOpt(t, txnSendsAbortOnly, bug))
+	require.NoError(t, p.BeginTransaction())
+	e.c.InjectError("out", 0, kerr.NotEnoughReplicas.Code, refusals)
+	calls := newDrainCalls()
+	calls.produce(p, "out", 0, "a")
+	time.Sleep(300 * time.Millisecond) // a is refused and retried
+	require.Greater(t, refusals-e.c.PendingAnswers("out", 0), 1, "a was sent and retried")
+	return e, p, calls
 }
 
 // TestTxnAbortOnlyWaitsInFlight: a batch in flight when the transaction
@@ -317,16 +320,8 @@ func TestTxnAbortDropsRetries(t *testing.T) {
 		for _, bug := range bugCases {
 			t.Run(fmt.Sprintf("TV%d/bug=%v", tv, bug), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					e := newTxnEnv(t, tv, broker.Config{})
+					e, p, calls := retryingBatch(t, tv, bug)
 					ctx := context.Background()
-					p := e.producer(bugOpt(t, txnSendsAbortOnly, bug))
-					require.NoError(t, p.BeginTransaction())
-					const refusals = 100000
-					e.c.InjectError("out", 0, kerr.NotEnoughReplicas.Code, refusals)
-					calls := newDrainCalls()
-					calls.produce(p, "out", 0, "a")
-					time.Sleep(300 * time.Millisecond) // a is refused and retried
-					require.Greater(t, refusals-e.c.PendingAnswers("out", 0), 1, "a was sent and retried")
 					start := time.Now()
 					require.NoError(t, p.AbortTransaction(ctx))
 					took := time.Since(start)
