@@ -423,7 +423,7 @@ func testTxnMatrixCluster(t *testing.T, m txnMatrixCluster) {
 // txnDebugLog returns a Logger option writing the producer's debug log
 // (each transactional request and answer, each failed batch) to
 // $LONGHAUL_TXN_LOG/name.log when that directory is set, none otherwise.
-func txnDebugLog(t *testing.T, name string) []producer.Opt {
+func txnDebugLog(t testing.TB, name string) []producer.Opt {
 	dir := os.Getenv("LONGHAUL_TXN_LOG")
 	if dir == "" {
 		return nil
