@@ -186,6 +186,7 @@ type partitionState struct {
 	ackedUpTo     uint64    // 1 + the highest ord acknowledged, 0 before any
 	doubtUpTo     uint64    // 1 + the highest ord failed as FateUnknown, 0 before any
 	ackedEnd      int64     // offset after the highest acknowledged batch, 0 before any (read-back's K)
+	k             partK     // read-back's K before the first acknowledgement (readback_k.go)
 	report        []*batch  // sent batches not yet called back, in ord order
 	gone          bool      // dropped by metadata (topology.go); goneErr says why
 	goneErr       error
@@ -233,6 +234,7 @@ type batch struct {
 	topicID      [16]byte // the topic id the last attempt named (Produce v13+)
 	scanFrom     int64    // part.ackedEnd at the first send: where a read-back starts
 	scanGen      uint32   // part.topic.recreated at the first send
+	kProbe       *kProbe  // the ListOffsets giving K before any acknowledgement (readback_k.go)
 }
 
 // trimBuffer drops b's buffer if it is above keepBuffer bytes and less

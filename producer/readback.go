@@ -26,7 +26,9 @@ import (
 // attempt appended before it lies below Y, below the high watermark. So
 // the batch is in the log exactly when a batch with its identity lies in
 // [K, Y), K being the end offset of the last acknowledgement received
-// before its first send (0 when there was none). The producer reads that
+// before its first send; before any, the high watermark a ListOffsets
+// answered ahead of that send (readback_k.go), 0 when none was answered.
+// The producer reads that
 // range's batch headers back from the leader on a connection of its own
 // and calls the records back with what it found. DESIGN.md ("Read-back")
 // has the reasoning and its limits.
@@ -187,7 +189,9 @@ type settleJob struct {
 	deadline time.Time
 	fence    int64 // Y; -1 until the fence came
 	newPID   bool  // the fence carried a new producer id
-	scanning bool  // a read runs (its goroutine posts settled)
+	scanning bool  // a read runs (its goroutine posts settled), or waitK
+	waitK    bool  // fenced, waiting for the ListOffsets answer that gives K (readback_k.go)
+	kWhy     error // why K is 0 before any acknowledgement, nil if it is not
 }
 
 // settleLater takes b, which failed with cause and may be in the log, to
@@ -206,8 +210,9 @@ func (s *sender) settleLater(b *batch, cause error) bool {
 		return false // not a batch we built; cannot happen
 	}
 	now := time.Now()
+	from, kWhy, _ := b.kFrom()
 	j := &settleJob{
-		b: b, cause: cause, from: b.scanFrom, since: now, fence: -1,
+		b: b, cause: cause, from: from, kWhy: kWhy, since: now, fence: -1,
 		id:       batchIdentity{h.ProducerID, h.ProducerEpoch, h.BaseSequence, h.NumRecords},
 		deadline: now.Add(min(s.cfg.readbackTimeout, s.cfg.deliveryTimeout)),
 	}
@@ -276,6 +281,11 @@ func (s *sender) settleAll() {
 // reads to the high watermark (the negative control).
 func (s *sender) startScan(j *settleJob, fence int64) {
 	j.fence, j.scanning = fence, true
+	var ok bool
+	if j.from, j.kWhy, ok = j.b.kFrom(); !ok {
+		j.waitK = true // kAnswered starts it
+		return
+	}
 	ps := j.b.part
 	q := &scanQuery{
 		topic: ps.topic.name, topicID: j.b.topicID, partition: ps.id, leaderEpoch: ps.leaderEpoch(),
@@ -330,6 +340,9 @@ func (s *sender) settled(j *settleJob, r scanResult) {
 		case j.newPID:
 			r.reason = ErrReadbackNewProducerID
 		}
+	}
+	if j.kWhy != nil && j.from == 0 && (errors.Is(r.reason, ErrReadbackLogStart) || errors.Is(r.reason, ErrReadbackBudget)) {
+		r.reason = fmt.Errorf("%w (K 0: no acknowledgement before the first send, and %v)", r.reason, j.kWhy)
 	}
 	c := &s.stats.readback
 	var err error

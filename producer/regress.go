@@ -63,6 +63,7 @@ const (
 	memForceKeepsFree // memBudget's Force owes all of n when it does not fit, leaving free as it was
 	readbackNoFence   // read-back reads a batch of unknown fate at once, without waiting for the fence
 	readbackSeqOnly   // read-back matches a batch by its base sequence alone
+	readbackKAfter    // the ListOffsets giving a first batch's K goes after its Produce request
 	throttleIgnored   // a throttled answer (KIP-219) holds nothing: sends go on into the muted connection
 	// A KIP-951 hint naming a node without an address is taken, and its
 	// epoch makes metadata naming the reachable leader stale.

@@ -838,6 +838,7 @@ func (s *sender) issue(sr *sentRequest) {
 		req.Add(t.name, t.id, b.part.id, b.bytes)
 	}
 	sr.sentAt = time.Now()
+	s.probeK(sr) // read-back's K for first batches: a ListOffsets ahead (readback_k.go)
 	sr.conn.Produce(req, &sr.res, s.cfg.requestTimeout, sr.onDone)
 	// Drop the request's references; the connection holds the batch bytes
 	// until sr.onDone runs.

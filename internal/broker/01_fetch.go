@@ -30,8 +30,9 @@ import (
 //   capped at maxFetchWait so a test never hangs on it.
 //
 // Simplifications: no fetch sessions (SessionID 0 makes clients send full
-// fetches), no follower fetching, high watermark = log end, log start
-// always 0.
+// fetches), no follower fetching, high watermark = log end. The log start
+// is 0 until [Cluster.DeleteRecords] moves it; below it is
+// OFFSET_OUT_OF_RANGE.
 
 func init() { regKey(1, 4, 16, handleFetch) }
 
@@ -69,8 +70,8 @@ func handleFetch(c *Cluster, r *request) (kmsg.Response, error) {
 					break
 				}
 				lso := c.lso(p)
-				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = p.next, lso, 0
-				if qp.FetchOffset < 0 || qp.FetchOffset > p.next {
+				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = p.next, lso, p.logStart
+				if qp.FetchOffset < p.logStart || qp.FetchOffset > p.next {
 					sp.ErrorCode = kerr.OffsetOutOfRange.Code
 					break
 				}

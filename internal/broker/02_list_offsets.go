@@ -8,10 +8,18 @@ import (
 // ListOffsets: v1-8
 //
 // Behavior:
-// * Timestamp -2 is the earliest offset (0), -1 the latest (log end), -3
-//   (v7+) the record with the largest timestamp; any other timestamp finds
-//   the first record at or after it (offset -1 if none).
+// * Timestamp -2 is the earliest offset (the log start, 0 until
+//   [Cluster.DeleteRecords] moves it), -1 the latest (log end, which is
+//   the high watermark here), -3 (v7+) the record with the largest
+//   timestamp; any other timestamp finds the first record at or after it
+//   (offset -1 if none), at or above the log start.
 // * Leader and CurrentLeaderEpoch (v4+) are checked as in Fetch.
+//
+// * A node with a Produce cap below v7 (Config.ProduceMaxVersions: Kafka
+//   2.0 and before) offers ListOffsets up to v3, without
+//   CurrentLeaderEpoch.
+// * RewriteListOffsets's hook, if set, rewrites each answer before it is
+//   sent.
 //
 // * IsolationLevel 1 (read_committed, v2+) answers the latest offset (-1)
 //   with the last stable offset.
@@ -60,10 +68,10 @@ func handleListOffsets(c *Cluster, r *request) (kmsg.Response, error) {
 					sp.Offset, sp.Timestamp = recs[best].Offset, recs[best].Timestamp
 				}
 			case ts < 0:
-				sp.Offset = 0
+				sp.Offset = p.logStart
 			default:
 				for _, rec := range p.logRecords() {
-					if rec.Timestamp >= ts {
+					if rec.Offset >= p.logStart && rec.Timestamp >= ts {
 						sp.Offset, sp.Timestamp = rec.Offset, rec.Timestamp
 						break
 					}
@@ -72,6 +80,9 @@ func handleListOffsets(c *Cluster, r *request) (kmsg.Response, error) {
 			rt.Partitions = append(rt.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, rt)
+	}
+	if c.listRewrite != nil {
+		c.listRewrite(r.n.id, resp)
 	}
 	return resp, nil
 }

@@ -18,7 +18,8 @@ import (
 //   and EndTxn up to v1, TxnOffsetCommit up to v2 and the group requests
 //   at their 2.4 versions, and no features (transaction version 1 only).
 // * A node with a Produce cap (Config.ProduceMaxVersions) offers Produce up
-//   to it; below v3 (Kafka 0.10) from v0, and no InitProducerId.
+//   to it; below v3 (Kafka 0.10) from v0, and no InitProducerId; below v7
+//   (Kafka 2.0) ListOffsets up to v3.
 // * A version above 4 is answered with a v0 response carrying
 //   UNSUPPORTED_VERSION and our ApiVersions range (KIP-511), as Kafka does.
 //
@@ -98,6 +99,8 @@ func (n *node) maxVersion(key, max int16) int16 {
 			max = min(max, v)
 		case key == 22 && v < 3:
 			return -1 // InitProducerId came with Produce v3 (Kafka 0.11)
+		case key == 2 && v < 7:
+			max = min(max, 3) // CurrentLeaderEpoch (ListOffsets v4) came with Produce v7 (Kafka 2.1)
 		}
 	}
 	switch {

@@ -30,19 +30,20 @@ type Cluster struct {
 	defaultWindow   int
 	expiration      time.Duration
 	nextPID         int64
-	pidEpochs       map[int64]int16                            // producer id -> latest epoch handed out
-	dataCh          chan struct{}                              // closed by the next append, nil when no Fetch waits (dataWait)
-	metaRewrite     func(*kmsg.MetadataResponse)               // RewriteMetadata
-	fetchRewrite    func(node int32, resp *kmsg.FetchResponse) // RewriteFetch
-	metaRequests    int64                                      // Metadata requests answered
-	initAsks        [2]int64                                   // InitProducerId asking a new id, a bump
-	sessionsExpired int64                                      // connections closed for an expired SASL session
-	retainTagsOf    map[int]kmsg.Tags                          // window -> shared v14 response tags (retainTags)
-	retired         []*node                                    // processes replaced by MoveNode, serving out their grace
-	overWindow      int64                                      // batches in flight beyond the announced window (OverWindow)
-	overWindowFirst []string                                   // the first few of them, described
-	mutedSends      int64                                      // requests sent into a muted connection (MutedSends)
-	mutedFirst      []string                                   // the first few of them, described
+	pidEpochs       map[int64]int16                                  // producer id -> latest epoch handed out
+	dataCh          chan struct{}                                    // closed by the next append, nil when no Fetch waits (dataWait)
+	metaRewrite     func(*kmsg.MetadataResponse)                     // RewriteMetadata
+	fetchRewrite    func(node int32, resp *kmsg.FetchResponse)       // RewriteFetch
+	listRewrite     func(node int32, resp *kmsg.ListOffsetsResponse) // RewriteListOffsets
+	metaRequests    int64                                            // Metadata requests answered
+	initAsks        [2]int64                                         // InitProducerId asking a new id, a bump
+	sessionsExpired int64                                            // connections closed for an expired SASL session
+	retainTagsOf    map[int]kmsg.Tags                                // window -> shared v14 response tags (retainTags)
+	retired         []*node                                          // processes replaced by MoveNode, serving out their grace
+	overWindow      int64                                            // batches in flight beyond the announced window (OverWindow)
+	overWindowFirst []string                                         // the first few of them, described
+	mutedSends      int64                                            // requests sent into a muted connection (MutedSends)
+	mutedFirst      []string                                         // the first few of them, described
 
 	// The transaction and group coordinators (txn.go, groups.go).
 	txns            map[string]*txnMeta       // transactional id -> coordinator state

@@ -81,7 +81,8 @@ type Config struct {
 	// retains 5 batches per producer (Kafka 1.0 to 3.x); at 3 (Kafka
 	// 0.11) it retains only the last batch; below 3 (Kafka 0.10 and
 	// before) it offers Produce from v0 and no InitProducerId, so an
-	// idempotent producer cannot use it. Caps are 0..14.
+	// idempotent producer cannot use it; below 7 (Kafka 2.0 and before)
+	// it offers ListOffsets up to v3. Caps are 0..14.
 	ProduceMaxVersions map[int32]int16
 	// Racks gives nodes a rack (broker.rack), by node id, which Metadata
 	// answers name; a node not in it has none.

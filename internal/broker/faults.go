@@ -240,3 +240,32 @@ func (c *Cluster) RewriteFetch(fn func(node int32, resp *kmsg.FetchResponse)) {
 	defer c.mu.Unlock()
 	c.fetchRewrite = fn
 }
+
+// RewriteListOffsets installs fn to rewrite every ListOffsets response
+// just before node sends it, as [Cluster.RewriteFetch] does for Fetch (an
+// error code Kafka can answer, TOPIC_AUTHORIZATION_FAILED for one). fn runs
+// with the cluster lock held: it must not call Cluster methods and must
+// not block. nil removes the hook.
+func (c *Cluster) RewriteListOffsets(fn func(node int32, resp *kmsg.ListOffsetsResponse)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.listRewrite = fn
+}
+
+// DeleteRecords moves the partition's log start offset up to before
+// (KIP-107's DeleteRecords, or retention), at most to the log end, never
+// down, and returns it; -1 for an unknown partition. Fetch and ListOffsets
+// then serve nothing below it; [Cluster.Records] still lists every record,
+// the truth a test checks against. Simplification: the producers' state
+// is kept (Kafka drops a producer's state once its last batch is below
+// the log start).
+func (c *Cluster) DeleteRecords(topic string, partition int32, before int64) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.partition(topic, partition)
+	if p == nil {
+		return -1
+	}
+	p.logStart = max(p.logStart, min(before, p.next))
+	return p.logStart
+}

@@ -32,6 +32,9 @@ type partition struct {
 
 	batches []storedBatch // the log, in offset order; records decoded on demand (logRecords)
 	next    int64         // log end offset = high watermark (no replication)
+	// logStart is the log start offset (DeleteRecords): Fetch and
+	// ListOffsets serve nothing below it; the batches stay stored.
+	logStart int64
 
 	pids map[int64]*producerState
 
