@@ -3,6 +3,8 @@ package producer
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -35,6 +37,58 @@ type chaosReadback struct {
 	mu      sync.Mutex
 	infos   []ReadbackInfo
 	fetches atomic.Int64
+	// prefill is how many records another producer writes to each
+	// partition before the schedule's producers start, and logStart
+	// where the log start is then moved (DeleteRecords), per partition:
+	// the producers' first batches go to logs whose start is above 0.
+	prefill  int
+	logStart []int64
+}
+
+// drawLogStart draws read-back mode's log-start vocabulary into s, from
+// a stream of its own (the rest of the schedule stays what the seed
+// draws): the prefill and first log starts, and up to two moves of a
+// partition's log start while the schedule runs, to a drawn distance
+// below its end.
+func (r *chaosReadback) drawLogStart(s *chaosSchedule) {
+	rng := rand.New(rand.NewPCG(s.seed, 0x1095))
+	r.prefill = 1 + rng.IntN(8)
+	for range chaosParts {
+		r.logStart = append(r.logStart, 1+rng.Int64N(int64(r.prefill)))
+	}
+	for range rng.IntN(3) {
+		at, p, back := time.Duration(rng.Int64N(int64(chaosSpan))), rng.Int32N(chaosParts), rng.Int64N(30)
+		s.steps = append(s.steps, chaosStep{at: at, what: fmt.Sprintf("partition %d: log start to %d below its end", p, back), do: func(c *broker.Cluster, _ *chaosRun) {
+			recs := c.Records(chaosTopic, p)
+			if len(recs) > 0 {
+				c.DeleteRecords(chaosTopic, p, recs[len(recs)-1].Offset+1-back)
+			}
+		}})
+	}
+	sort.SliceStable(s.steps, func(i, j int) bool { return s.steps[i].at < s.steps[j].at })
+}
+
+// fill writes r.prefill records to every partition with a producer of its
+// own (opts: the schedule's login), before the schedule's producers start,
+// and moves each partition's log start to r.logStart. Its records are in
+// no ledger: the checks skip them.
+func (r *chaosReadback) fill(t *testing.T, c *broker.Cluster, opts ...Opt) {
+	if r == nil {
+		return
+	}
+	w, err := New(append(opts, Linger(0), RequestTimeout(chaosReqTimeout))...)
+	require.NoError(t, err)
+	for p := range int32(chaosParts) {
+		for i := range r.prefill {
+			rec := &Record{Topic: chaosTopic, Value: fmt.Appendf(nil, "fill-%d", i)}
+			rec.SetPartition(p)
+			require.NoError(t, w.ProduceSync(t.Context(), rec).FirstErr())
+		}
+	}
+	require.NoError(t, w.Close(t.Context()))
+	for p := range int32(chaosParts) {
+		c.DeleteRecords(chaosTopic, p, r.logStart[p])
+	}
 }
 
 // OnReadback implements HookReadback.
@@ -144,6 +198,9 @@ type readbackTally struct {
 	mu       sync.Mutex
 	outcomes map[ReadbackOutcome]int
 	reasons  map[string]int
+	// first counts the batches settled (not unknown) from K at the end
+	// of the fill: first batches whose K a ListOffsets gave.
+	first int
 }
 
 func (t *readbackTally) add(r *chaosReadback) {
@@ -153,6 +210,9 @@ func (t *readbackTally) add(r *chaosReadback) {
 	defer r.mu.Unlock()
 	for _, i := range r.infos {
 		t.outcomes[i.Outcome]++
+		if i.Outcome != ReadbackUnknown && i.From == int64(r.prefill) {
+			t.first++
+		}
 		if i.Reason != nil {
 			t.reasons[reasonName(i.Reason)]++
 		}
@@ -184,6 +244,7 @@ func runReadbackSchedules(t *testing.T, first uint64, n int, bug knob, withBug, 
 		seed := first + uint64(i)
 		s := drawSchedule(seed)
 		s.readback = &chaosReadback{}
+		s.readback.drawLogStart(s)
 		if withBug {
 			s.regress.set(bug)
 		}
@@ -213,7 +274,7 @@ func TestChaosReadback(t *testing.T) {
 	first := uint64(envInt("LONGHAUL_CHAOS_FIRST", 1))
 	begin := time.Now()
 	failed, tally := runReadbackSchedules(t, first, total, 0, false, false)
-	t.Logf("%d schedules in read-back mode in %v: outcomes %v, unknown by reason %v", total, time.Since(begin), tally.outcomes, tally.reasons)
+	t.Logf("%d schedules in read-back mode in %v: outcomes %v, unknown by reason %v, %d settled from K at the fill's end", total, time.Since(begin), tally.outcomes, tally.reasons, tally.first)
 	for seed, v := range failed {
 		t.Errorf("seed %d: %v\nrerun: LONGHAUL_CHAOS_FIRST=%d LONGHAUL_CHAOS_READBACK=1 go test ./producer -run TestChaosReadback$", seed, v, seed)
 	}
@@ -232,7 +293,7 @@ func TestChaosReadbackFindsEachBug(t *testing.T) {
 	for _, bug := range []struct {
 		name string
 		k    knob
-	}{{"no fence", readbackNoFence}, {"base sequence only", readbackSeqOnly}} {
+	}{{"no fence", readbackNoFence}, {"base sequence only", readbackSeqOnly}, {"K after the first Produce", readbackKAfter}} {
 		t.Run(bug.name, func(t *testing.T) {
 			failed, _ := runReadbackSchedules(t, 1, 3000, bug.k, true, true)
 			require.NotEmpty(t, failed, "the read-back mode missed the bug in 3,000 schedules")

@@ -634,6 +634,7 @@ func runScheduleCovered(t *testing.T, s *chaosSchedule) ([]string, scheduleCover
 	if s.moved {
 		boot = c.Addrs()
 	}
+	s.readback.fill(t, c, append(login, BootstrapServers(boot...), Dialer(n.Dial))...)
 	run := &chaosRun{}
 	for i := range s.producers {
 		p, err := New(append(append(s.readback.opts(), login...), BootstrapServers(boot...), Dialer(n.Dial), Linger(time.Duration(i)*time.Millisecond),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -200,12 +201,16 @@ func (l *readbackLog) all() []producer.ReadbackInfo {
 //     ([linkproxy.Proxy.DropResponses]): B is in the log, and read-back
 //     settles it written at its offset.
 //
-//   - log-start: the request fault on a producer whose first batch is B,
-//     on a topic where another producer wrote 5 records and DeleteRecords
-//     then moved the log start to 3. With no acknowledgement before B's
-//     first send, K is 0: [0, 3) is unreadable, and B stays unknown with
-//     ErrReadbackLogStart (DESIGN.md, "Read-back": why K has no better
-//     value there).
+//   - log-start: a producer whose first batch is B, on a topic where
+//     another producer wrote 5 records and DeleteRecords then moved the
+//     log start to 3. There is no acknowledgement before B's first send;
+//     K is the high watermark (5) a ListOffsets written ahead of B's first
+//     Produce request answered. With the response fault (log-start-response)
+//     that answer arrives, and B is settled written at 5 from K 5. The
+//     request fault (log-start) cuts the connection as it reads B's
+//     request, so the answer ahead of it may be lost with it: then K is 0,
+//     [0, 3) is unreadable and B stays unknown with ErrReadbackLogStart,
+//     whose message says K is 0; else B is settled not written from K 5.
 //
 // Each outcome is checked against the log, read with an independent kgo
 // consumer (checkSettled). The negative control runs the request and
@@ -218,13 +223,14 @@ func TestReadbackLinkFaultsOnKafka(t *testing.T) {
 		fault    string
 		readback bool
 	}{
-		{"request", true}, {"response", true}, {"log-start", true}, {"request", false}, {"response", false},
+		{"request", true}, {"response", true}, {"log-start", true}, {"log-start-response", true}, {"request", false}, {"response", false},
 	} {
 		name := fmt.Sprintf("%s/readback=%v", tc.fault, tc.readback)
 		t.Run(name, func(t *testing.T) {
 			topic := fmt.Sprintf("readback-link-%s-%v", tc.fault, tc.readback)
 			c.CreateTopic(t, topic, 1, 1, nil)
-			if tc.fault == "log-start" {
+			firstBatch := strings.HasPrefix(tc.fault, "log-start")
+			if firstBatch {
 				w, err := producer.New(producer.BootstrapServers(c.Bootstrap()), producer.Linger(0))
 				require.NoError(t, err)
 				for i := range 5 {
@@ -249,7 +255,7 @@ func TestReadbackLinkFaultsOnKafka(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			for i := range 5 {
-				if tc.fault == "log-start" {
+				if firstBatch {
 					break // B is the producer's first batch
 				}
 				require.NoError(t, p.ProduceSync(ctx, &producer.Record{Topic: topic, Value: fmt.Appendf(nil, "warm-%d", i)}).FirstErr())
@@ -258,7 +264,7 @@ func TestReadbackLinkFaultsOnKafka(t *testing.T) {
 			px := c.Proxy(0)
 			before := px.Stats()
 			drop := px.DropRequests
-			if tc.fault == "response" {
+			if strings.HasSuffix(tc.fault, "response") {
 				drop = px.DropResponses
 			}
 			drop(produceKey, math.MaxInt)
@@ -278,7 +284,7 @@ func TestReadbackLinkFaultsOnKafka(t *testing.T) {
 			drop(produceKey, 0)
 			after := px.Stats()
 			dropped := after.DroppedRequests - before.DroppedRequests
-			if tc.fault == "response" {
+			if strings.HasSuffix(tc.fault, "response") {
 				dropped = after.DroppedResponses - before.DroppedResponses
 			}
 			require.Positive(t, dropped, "attempts of B the proxy dropped")
@@ -302,7 +308,7 @@ func TestReadbackLinkFaultsOnKafka(t *testing.T) {
 			t.Logf("%s: %d attempts dropped; B: %v; log has B at %v; C at %d; hook %+v", name, dropped, errB, logB, cRec.Offset, rb.all())
 
 			// The fault did what it says, whatever the producer tells.
-			if tc.fault == "response" {
+			if strings.HasSuffix(tc.fault, "response") {
 				require.Equal(t, []int64{5}, logB, "a request whose answer was lost is in the log once")
 			} else {
 				require.Empty(t, logB, "a swallowed request reached the log")
@@ -315,18 +321,19 @@ func TestReadbackLinkFaultsOnKafka(t *testing.T) {
 			infos := rb.all()
 			require.Len(t, infos, 1)
 			require.Equal(t, cRec.Offset, infos[0].Fence)
-			if tc.fault == "log-start" {
+			if tc.fault == "log-start" && infos[0].Outcome == producer.ReadbackUnknown {
+				// The ListOffsets answer was lost with the connection.
 				require.ErrorIs(t, verr, errFateUnknown)
 				require.ErrorIs(t, errB, producer.ErrReadbackLogStart)
+				require.ErrorContains(t, errB, "K 0")
 				require.Equal(t, int64(1), st.LogStart)
-				require.Equal(t, producer.ReadbackUnknown, infos[0].Outcome)
-				require.Equal(t, int64(0), infos[0].From, "K: no acknowledgement before B")
+				require.Equal(t, int64(0), infos[0].From, "K: no acknowledgement and no ListOffsets answer before B")
 				require.Equal(t, int64(5), cRec.Offset)
 				return
 			}
 			require.NoError(t, verr)
-			require.Equal(t, int64(5), infos[0].From, "K: the end of the last acknowledgement before B")
-			if tc.fault == "request" {
+			require.Equal(t, int64(5), infos[0].From, "K: the end of the last acknowledgement before B, or the high watermark before B's first send")
+			if !strings.HasSuffix(tc.fault, "response") {
 				require.Equal(t, "not written", outcome)
 				require.Equal(t, int64(1), st.NotWritten)
 				require.Equal(t, producer.ReadbackNotWritten, infos[0].Outcome)
