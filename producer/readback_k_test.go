@@ -71,7 +71,9 @@ func TestReadbackFirstBatch(t *testing.T) {
 // fails, K stays 0 and the reason says why: an error code, TOPIC_AUTHORIZATION_FAILED
 // (after which the partition sends no more ListOffsets), a broker without
 // ListOffsets v4 (Kafka 2.0: Produce capped at v6). On a log whose start
-// is above 0 the batch not found stays unknown (ErrReadbackLogStart).
+// is above 0 the batch not found stays unknown (ErrReadbackLogStart, or
+// ErrReadbackBudget when the byte budget ends the read first), the reason
+// saying K is 0 and why.
 func TestReadbackFirstBatchNoK(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -79,14 +81,17 @@ func TestReadbackFirstBatchNoK(t *testing.T) {
 		cfg    broker.Config
 		why    string
 		probes int // ListOffsets latest answered, for B and C
+		opts   []Opt
+		reason error
 	}{
-		{"error code", kerr.NotLeaderForPartition.Code, broker.Config{}, "NOT_LEADER_FOR_PARTITION", 2},
-		{"not authorized", kerr.TopicAuthorizationFailed.Code, broker.Config{}, "TOPIC_AUTHORIZATION_FAILED", 1},
-		{"no v4", 0, broker.Config{ProduceMaxVersions: map[int32]int16{0: 6}}, "lacks ListOffsets v4", 0},
+		{"error code", kerr.NotLeaderForPartition.Code, broker.Config{}, "NOT_LEADER_FOR_PARTITION", 2, nil, ErrReadbackLogStart},
+		{"not authorized", kerr.TopicAuthorizationFailed.Code, broker.Config{}, "TOPIC_AUTHORIZATION_FAILED", 1, nil, ErrReadbackLogStart},
+		{"no v4", 0, broker.Config{ProduceMaxVersions: map[int32]int16{0: 6}}, "lacks ListOffsets v4", 0, nil, ErrReadbackLogStart},
+		{"error code, byte budget", kerr.UnknownLeaderEpoch.Code, broker.Config{}, "UNKNOWN_LEADER_EPOCH", 2, []Opt{ReadBackMaxBytes(1)}, ErrReadbackBudget},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				c, p, l, h := firstBatchSetup(t, tc.cfg)
+				c, p, l, h := firstBatchSetup(t, tc.cfg, tc.opts...)
 				var latest atomic.Int64
 				c.RewriteListOffsets(func(_ int32, r *kmsg.ListOffsetsResponse) {
 					sp := &r.Topics[0].Partitions[0]
@@ -104,12 +109,58 @@ func TestReadbackFirstBatchNoK(t *testing.T) {
 				require.Equal(t, int64(0), infos[0].From, "K stays 0")
 				err := recordErr(t, l, 0, 0)
 				require.True(t, IsFateUnknown(err), "%v", err)
-				require.ErrorIs(t, err, ErrReadbackLogStart)
-				require.ErrorIs(t, infos[0].Reason, ErrReadbackLogStart)
+				require.ErrorIs(t, err, tc.reason)
+				require.ErrorIs(t, infos[0].Reason, tc.reason)
 				require.True(t, strings.Contains(err.Error(), "K 0") && strings.Contains(err.Error(), tc.why), "%v", err)
 				require.Equal(t, int64(tc.probes), latest.Load(), "ListOffsets latest answered")
 				require.NoError(t, recordErr(t, l, 0, 1))
 			})
 		})
 	}
+}
+
+// TestReadbackWaitsForK: a fenced batch whose ListOffsets has not been
+// answered is not read (K unknown): startScan waits, and settleDue does
+// not give up on it at its deadline; the answer starts the read, from the
+// high watermark answered.
+func TestReadbackWaitsForK(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, p, _ := warmWindow20(t, 1, Linger(0), ReadBack(true))
+		type seen struct {
+			waiting, scanning bool
+			fence             int64
+			kept              int
+			resumed, started  bool
+			from              int64
+		}
+		ch := make(chan seen)
+		p.post(func() {
+			s := p.s
+			ps := p.acc.topics["t"].parts[0]
+			pr := &kProbe{}
+			b := &batch{part: ps, attempts: 1, kProbe: pr}
+			j := &settleJob{b: b, fence: -1, since: time.Now(), deadline: time.Now()}
+			s.settling = append(s.settling, j)
+			s.startScan(j, 7)
+			var v seen
+			v.waiting, v.scanning, v.fence = j.waitK, j.scanning, j.fence
+			s.settleDue(time.Now().Add(time.Hour))
+			v.kept = len(s.settling)
+			pr.done, pr.hw = true, 3
+			s.kAnswered(nil, nil, nil, nil)
+			v.resumed, v.started, v.from = !j.waitK, j.scanning, j.from
+			ch <- v
+		})
+		v := <-ch
+		require.True(t, v.waiting && v.scanning, "waiting for K")
+		require.Equal(t, int64(7), v.fence)
+		require.Equal(t, 1, v.kept, "not given up at its deadline")
+		require.True(t, v.resumed && v.started, "the answer started the read")
+		require.Equal(t, int64(3), v.from, "K: the answer")
+		require.Eventually(t, func() bool {
+			n := make(chan int)
+			p.post(func() { n <- len(p.s.settling) })
+			return <-n == 0
+		}, time.Minute, 10*time.Millisecond, "the read ended (its deadline had passed)")
+	})
 }
