@@ -14,16 +14,22 @@ import (
 )
 
 // stuckNodeRun produces keyless records to a topic of parts partitions over
-// 2 nodes (node 1 leads the odd ones) while node 1 stops answering
-// (an hour's round trip) after 100 ms until the end, and returns how many records were
-// placed on node 1's partitions from 200 ms on, and how many in all; a
-// keyed record produced at the end is placed by its key.
-func stuckNodeRun(t *testing.T, parts int32, opts ...Opt) (late, all int) {
+// nodes nodes (partition p led by node p % nodes) while every node but node
+// 0 stops answering (an hour's round trip) after 100 ms until the end, and
+// returns how many records were placed on the stuck nodes' partitions from
+// 200 ms on, and how many in all; a keyed record produced at the end is
+// placed by its key.
+func stuckNodeRun(t *testing.T, parts, nodes int32, opts ...Opt) (late, all int) {
 	synctest.Test(t, func(t *testing.T) {
-		c, n := memCluster(t, broker.Config{Nodes: 2, RTT: 5 * time.Millisecond,
+		c, n := memCluster(t, broker.Config{Nodes: int(nodes), RTT: 5 * time.Millisecond,
 			Topics: []broker.TopicConfig{{Name: "a", Partitions: parts}}})
 		p := memProducer(t, c, n, append([]Opt{BatchSize(1024), Linger(time.Millisecond),
 			MaxInFlightRequestsPerConnection(2), RequestTimeout(2 * time.Hour), DeliveryTimeout(3 * time.Hour)}, opts...)...)
+		setStuck := func(rtt time.Duration) {
+			for node := int32(1); node < nodes; node++ {
+				c.SetRTT(node, rtt)
+			}
+		}
 		ctx := context.Background()
 		require.NoError(t, p.ProduceSync(ctx, &Record{Topic: "a", Value: []byte("warm")}).FirstErr())
 		start := time.Now()
@@ -35,31 +41,40 @@ func stuckNodeRun(t *testing.T, parts int32, opts ...Opt) (late, all int) {
 			}
 			since := time.Since(start)
 			if !stuck && since >= 100*time.Millisecond {
-				c.SetRTT(1, time.Hour)
+				setStuck(time.Hour)
 				stuck = true
 			}
 			if !primed && since >= 120*time.Millisecond {
-				// By now node 1's connection has its 2 requests stuck, so
-				// what is queued there stays queued: one record on each of
-				// its partitions gives each a queue that waits from now on.
-				// A partition with nothing queued shows nothing and may
-				// still be picked, and with 32 partitions the 8 sampled
-				// ones need not have been picked since the stall.
+				// Three batches on each stuck partition (a record larger
+				// than batch.size is a batch of its own): a request
+				// carries one batch of a partition and a connection
+				// holds 2 requests, so at least one stays queued there
+				// from now on, whatever the stuck connections already
+				// hold. A partition with nothing queued shows nothing
+				// and may still be picked, and with 32 partitions the 8
+				// sampled ones need not have been picked since the
+				// stall.
 				primed = true
-				for part := int32(1); part < parts; part += 2 {
-					r := &Record{Topic: "a", Value: value}
-					r.SetPartition(part)
-					p.Produce(ctx, r, func(_ *Record, err error) { assert.NoError(t, err) })
+				big := make([]byte, 1100)
+				for part := range parts {
+					if part%nodes == 0 {
+						continue
+					}
+					for range 3 {
+						r := &Record{Topic: "a", Value: big}
+						r.SetPartition(part)
+						p.Produce(ctx, r, func(_ *Record, err error) { assert.NoError(t, err) })
+					}
 				}
 			}
 			r := &Record{Topic: "a", Value: value}
 			p.Produce(ctx, r, func(_ *Record, err error) { assert.NoError(t, err) })
-			if part := r.Partition(); part%2 == 1 && since >= 200*time.Millisecond {
+			if r.Partition()%nodes != 0 && since >= 200*time.Millisecond {
 				late++
 			}
 			all++
 		}
-		c.SetRTT(1, 5*time.Millisecond) // what is sent from now on is answered; the stuck requests in an hour
+		setStuck(5 * time.Millisecond) // what is sent from now on is answered; the stuck requests in an hour
 		key := []byte("k")
 		r := &Record{Topic: "a", Key: key, Value: value}
 		require.NoError(t, p.ProduceSync(ctx, r).FirstErr(), "a keyed record waits for its partition's leader")
@@ -70,25 +85,31 @@ func stuckNodeRun(t *testing.T, parts int32, opts ...Opt) (late, all int) {
 }
 
 // TestAvailabilityTimeoutSkipsStuckPartitions (KIP-794): with
-// partitioner.availability.timeout.ms 50 ms, once node 1 stops answering
-// no keyless record goes to its partitions (the queue of each has waited
-// past the timeout with nothing sent), while with the default 0 adaptive
-// partitioning alone still puts records there whenever their queues are
-// no longer than the healthy node's; keyed records go where their key
-// says either way, and every record is written.
+// partitioner.availability.timeout.ms 50 ms, once the stuck nodes stop
+// answering no keyless record goes to their partitions (the queue of each
+// has waited past the timeout with nothing sent), while with the default 0
+// adaptive partitioning alone still puts records there whenever their
+// queues are no longer than the others looked at; keyed records go where
+// their key says either way, and every record is written.
 func TestAvailabilityTimeoutSkipsStuckPartitions(t *testing.T) {
-	// 4 partitions: the adaptive partitioner looks at all; 32: at 8
-	// sampled ones, and at all when each sampled one is unavailable.
-	for _, parts := range []int32{4, 32} {
-		t.Run(fmt.Sprint(parts), func(t *testing.T) {
-			late, all := stuckNodeRun(t, parts, Property("partitioner.availability.timeout.ms", "50"))
-			t.Logf("timeout 50 ms: %d of %d records placed on the stuck node's partitions after 200 ms", late, all)
+	// 4 partitions over 2 nodes: the adaptive partitioner looks at all.
+	// 32 over 4 nodes, 3 of them stuck: it looks at 8 sampled ones, and at
+	// all when each sampled one is unavailable. With only half of the 32
+	// stuck, the 8 sampled without the timeout were all stuck or queued
+	// at about 1 move in 100: a few batches a run went to the stuck
+	// partitions, and none in about 1 run of 40, failing the negative
+	// control. With 3 of 4 nodes stuck, all 8 sampled are stuck at about
+	// 1 move in 11: hundreds of records a run.
+	for _, tc := range []struct{ parts, nodes int32 }{{4, 2}, {32, 4}} {
+		t.Run(fmt.Sprint(tc.parts), func(t *testing.T) {
+			late, all := stuckNodeRun(t, tc.parts, tc.nodes, Property("partitioner.availability.timeout.ms", "50"))
+			t.Logf("timeout 50 ms: %d of %d records placed on the stuck nodes' partitions after 200 ms", late, all)
 			assert.Zero(t, late)
-			late, all = stuckNodeRun(t, parts)
-			t.Logf("timeout 0: %d of %d records placed on the stuck node's partitions after 200 ms", late, all)
+			late, all = stuckNodeRun(t, tc.parts, tc.nodes)
+			t.Logf("timeout 0: %d of %d records placed on the stuck nodes' partitions after 200 ms", late, all)
 			assert.Positive(t, late, "negative control: without the timeout the stuck partitions still get records")
-			late, all = stuckNodeRun(t, parts, Property("partitioner.availability.timeout.ms", "50"), Property("partitioner.adaptive.partitioning.enable", "false"))
-			t.Logf("timeout 50 ms, adaptive off: %d of %d records placed on the stuck node's partitions after 200 ms", late, all)
+			late, all = stuckNodeRun(t, tc.parts, tc.nodes, Property("partitioner.availability.timeout.ms", "50"), Property("partitioner.adaptive.partitioning.enable", "false"))
+			t.Logf("timeout 50 ms, adaptive off: %d of %d records placed on the stuck nodes' partitions after 200 ms", late, all)
 			assert.Positive(t, late, "the timeout applies only with adaptive partitioning, as in Java")
 		})
 	}
