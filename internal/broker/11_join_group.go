@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -105,7 +106,8 @@ func handleJoinGroup(c *Cluster, r *request) (kmsg.Response, error) {
 	m.sessionTimeout, m.rebalanceTimeout = session, rebalance
 	m.protocols = m.protocols[:0]
 	for _, p := range req.Protocols {
-		m.protocols = append(m.protocols, memberProtocol{p.Name, p.Metadata})
+		// A copy: the request frame is read over by the connection's next request.
+		m.protocols = append(m.protocols, memberProtocol{p.Name, bytes.Clone(p.Metadata)})
 	}
 	m.joined, m.lastSeen = true, now
 	if req.InstanceID != nil {

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -52,7 +53,8 @@ func handleSyncGroup(c *Cluster, r *request) (kmsg.Response, error) {
 	if g.state == groupCompletingRebalance && req.MemberID == g.leader {
 		for _, a := range req.GroupAssignment {
 			if mm := g.members[a.MemberID]; mm != nil {
-				mm.assignment = a.MemberAssignment
+				// A copy: the request frame is read over by the connection's next request.
+				mm.assignment = bytes.Clone(a.MemberAssignment)
 			}
 		}
 		for _, mm := range g.members {

@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -128,4 +130,90 @@ func TestGroupFencing(t *testing.T) {
 	hb := kmsg.NewPtrHeartbeatRequest()
 	hb.Version, hb.Group, hb.Generation, hb.MemberID = 4, "g", 2, j.MemberID
 	wantCode(t, "heartbeat of a removed member", w.do(hb).(*kmsg.HeartbeatResponse).ErrorCode, kerr.UnknownMemberID)
+}
+
+// TestGroupKeepsNoRequestBytes: the assignment a leader's SyncGroup hands
+// out and the metadata a JoinGroup brings are the group's own copies, not
+// the request frame's bytes, which the connection reuses for its next
+// request: a member's answer carries what was sent whatever its
+// connection read since. Before the copies, TestKgoGroupTransactSession
+// under load raced the writer encoding a SyncGroup answer with the reader
+// filling the leader's connection buffer.
+func TestGroupKeepsNoRequestBytes(t *testing.T) {
+	c := startCluster(t, Config{Topics: []TopicConfig{{Name: "t", Partitions: 1}}})
+	join := func(w *wireClient, member, metadata string) *kmsg.JoinGroupRequest {
+		req := kmsg.NewPtrJoinGroupRequest()
+		req.Version, req.Group, req.MemberID = 9, "g", member
+		req.SessionTimeoutMillis, req.RebalanceTimeoutMillis, req.ProtocolType = 10000, 10000, "consumer"
+		p := kmsg.NewJoinGroupRequestProtocol()
+		p.Name, p.Metadata = "range", []byte(metadata)
+		req.Protocols = append(req.Protocols, p)
+		return req
+	}
+	joinID := func(w *wireClient, metadata string) string {
+		first := w.do(join(w, "", metadata)).(*kmsg.JoinGroupResponse)
+		wantCode(t, "first join", first.ErrorCode, kerr.MemberIDRequired)
+		return first.MemberID
+	}
+	sync := func(w *wireClient, member string, gen int32, assignment string) *kmsg.SyncGroupResponse {
+		req := kmsg.NewPtrSyncGroupRequest()
+		req.Version, req.Group, req.Generation, req.MemberID = 5, "g", gen, member
+		a := kmsg.NewSyncGroupRequestGroupAssignment()
+		a.MemberID, a.MemberAssignment = member, []byte(assignment)
+		req.GroupAssignment = append(req.GroupAssignment, a)
+		return w.do(req).(*kmsg.SyncGroupResponse)
+	}
+
+	wa := dialWire(t, c.Addr())
+	a := joinID(wa, "metadata-of-a")
+	ja := wa.do(join(wa, a, "metadata-of-a")).(*kmsg.JoinGroupResponse)
+	wantCode(t, "join a", ja.ErrorCode, nil)
+	if ja.LeaderID != a {
+		t.Fatalf("leader %q, want %q", ja.LeaderID, a)
+	}
+	sr := sync(wa, a, ja.Generation, "assignment-a")
+	if string(sr.MemberAssignment) != "assignment-a" {
+		t.Fatalf("sync: %q", sr.MemberAssignment)
+	}
+	// The same request again, its assignment other bytes at the same place
+	// of the frame: the group is stable, so it is ignored and the answer
+	// is the assignment already handed out.
+	sr = sync(wa, a, ja.Generation, "XXXXXXXXXXXX")
+	if string(sr.MemberAssignment) != "assignment-a" {
+		t.Fatalf("second sync answered %q, want the assignment of the first", sr.MemberAssignment)
+	}
+
+	// b joins (a rebalance: its JoinGroup waits for a) with another
+	// request behind, which b's connection reads into the same buffer
+	// once b is answered, while the leader's answer, listing b's
+	// metadata, is still to be written.
+	wb := dialWire(t, c.Addr())
+	metaB := "metadata-of-b" + strings.Repeat("b", 300) // a frame the next one fits in
+	b := joinID(wb, metaB)
+	wb.send(join(wb, b, metaB))
+	create := kmsg.NewPtrCreateTopicsRequest()
+	create.Version = 7
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = strings.Repeat("x", 200), 1, 1
+	create.Topics = append(create.Topics, rt)
+	wb.send(create)
+	for rebalancing := false; !rebalancing; { // b's JoinGroup is in
+		time.Sleep(time.Millisecond)
+		c.mu.Lock()
+		rebalancing = c.groups["g"].state == groupPreparingRebalance
+		c.mu.Unlock()
+	}
+	ja = wa.do(join(wa, a, "metadata-of-a")).(*kmsg.JoinGroupResponse)
+	wantCode(t, "rejoin a", ja.ErrorCode, nil)
+	if len(ja.Members) != 2 {
+		t.Fatalf("leader's JoinGroup lists %d members, want 2", len(ja.Members))
+	}
+	for _, m := range ja.Members {
+		want := map[string]string{a: "metadata-of-a", b: metaB}[m.MemberID]
+		if got := string(m.ProtocolMetadata); got != want {
+			t.Fatalf("leader's JoinGroup lists %s with metadata %.40q..., want %.40q...", m.MemberID, got, want)
+		}
+	}
+	wantCode(t, "join b", wb.recv().(*kmsg.JoinGroupResponse).ErrorCode, nil)
+	wantCode(t, "create", wb.recv().(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode, nil)
 }
