@@ -49,11 +49,14 @@ type cuCluster struct {
 // ZooKeeper mode, no DescribeTransactions) with LONGHAUL_LONG=1.
 //
 // What Kafka does with a lost EndTxn(commit), per subtest:
+//
 //   - lost-request: the first EndTxn(commit) requests never arrive; the
 //     retry that arrives commits T1, and CommitTransaction returns nil.
+//
 //   - lost-response: the commit is applied and its answers are lost; the
 //     retry is answered as a repeat of what was done, and
 //     CommitTransaction returns nil (no ErrCommitUnknown: Kafka tells).
+//
 //   - past-timeout: every EndTxn(commit) is lost until the coordinator has
 //     aborted T1 for its timeout (under a bumped epoch); the retry that
 //     arrives then is refused. Under version 2 (INVALID_TXN_STATE) that is
@@ -67,15 +70,24 @@ type cuCluster struct {
 //     ErrProducerFenced, BeginTransaction ErrProducerFenced, and a new
 //     producer with the same transactional id commits T2.
 //
-// A link that only loses requests or answers never makes CommitTransaction
-// return ErrCommitUnknown while T1 is still open: a retry that arrives
-// while T1 is open commits it. So the hazard the re-init's abort-first
-// closes (an InitProducerId over the open transaction) is not reached
-// here: the re-init before it (InitProducerId with the current pair
-// directly) passes these subtests too, run at the commit before the
-// change. That case stays the embedded broker's, which refuses a retry
-// while the transaction is open (producer's
-// TestTransactionCommitUnknownStillOpen).
+//   - refused-open: every EndTxn(commit) is lost until the coordinator
+//     can no longer write its transaction log (the test sets
+//     __transaction_state's max.message.bytes to 10 bytes); the retry that
+//     arrives then is refused UNKNOWN_SERVER_ERROR and T1 stays open
+//     (DescribeTransactions: Ongoing), so CommitTransaction returns
+//     ErrCommitUnknown with T1 open. With the log writable again, the next
+//     BeginTransaction re-initializes: EndTxn(abort) first aborts T1, then
+//     InitProducerId, and T2 commits, under both versions.
+//
+// A link that only loses requests or answers never leaves T1 open at
+// ErrCommitUnknown (a retry reaching an open T1 commits it); refused-open
+// is that case on Kafka, as the embedded broker's
+// TestTransactionCommitUnknownStillOpen injects it. Its negative control
+// is the commit before the re-init aborted first (a5fe7d4, whose re-init
+// sends InitProducerId with the current pair directly): there
+// refused-open fails at version 1, BeginTransaction of T2 returning
+// ErrProducerFenced (InitProducerId: PRODUCER_FENCED, no other producer
+// alive), and the other subtests pass.
 //
 // Subtest old-reinit shows, with a raw client, what Kafka answers the
 // two re-inits: InitProducerId with the transaction's own id and epoch
@@ -106,7 +118,7 @@ func TestTxnCommitUnknownOnKafka(t *testing.T) {
 				"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
 			}})
 			t.Logf("%s: cluster up in %v", m.name, time.Since(began).Round(100*time.Millisecond))
-			for _, mode := range []string{"lost-request", "lost-response", "past-timeout"} {
+			for _, mode := range []string{"lost-request", "lost-response", "past-timeout", "refused-open"} {
 				t.Run(mode, func(t *testing.T) {
 					b := time.Now()
 					testCommitLost(t, c, m, mode)
@@ -224,14 +236,24 @@ func testCommitLost(t *testing.T, c *Cluster, m cuCluster, mode string) {
 		px.DropRequests(endTxnKey, 3)
 	case "lost-response":
 		px.DropResponses(endTxnKey, 3)
-	case "past-timeout":
+	case "past-timeout", "refused-open":
 		px.DropRequests(endTxnKey, 1<<30)
 	}
 	t.Cleanup(func() { px.DropRequests(endTxnKey, 0); px.DropResponses(endTxnKey, 0) })
 	res := make(chan error, 1)
 	go func() { res <- p.CommitTransaction(ctx) }()
-	if mode == "past-timeout" {
+	switch mode {
+	case "past-timeout":
 		waitTimedOut(t, ctx, c, m, id, pid, epoch)
+		px.DropRequests(endTxnKey, 0)
+	case "refused-open":
+		for px.Stats().DroppedRequests == before.DroppedRequests {
+			time.Sleep(10 * time.Millisecond)
+		}
+		setTxnLogMaxMessage(t, ctx, c, "10", false)
+		t.Cleanup(func() {
+			c.AlterTopicConfig(t, "__transaction_state", map[string]string{"max.message.bytes": "1048588"})
+		})
 		px.DropRequests(endTxnKey, 0)
 	}
 	var commitErr error
@@ -244,7 +266,7 @@ func testCommitLost(t *testing.T, c *Cluster, m cuCluster, mode string) {
 	after := px.Stats()
 	dropped := (after.DroppedRequests - before.DroppedRequests) + (after.DroppedResponses - before.DroppedResponses)
 	t.Logf("T1's commit: %v (EndTxn requests or answers lost: %d)", commitErr, dropped)
-	if mode == "past-timeout" {
+	if mode == "past-timeout" || mode == "refused-open" {
 		require.Positive(t, dropped)
 	} else {
 		require.EqualValues(t, 3, dropped, "EndTxn requests or answers lost")
@@ -252,6 +274,14 @@ func testCommitLost(t *testing.T, c *Cluster, m cuCluster, mode string) {
 
 	t1Committed := false
 	switch {
+	case mode == "refused-open":
+		require.ErrorIs(t, commitErr, producer.ErrCommitUnknown)
+		if m.describe {
+			st, ok := describeTxn(t, ctx, c, id)
+			require.True(t, ok)
+			require.Equal(t, "Ongoing", st.State, "T1 after the refused retry of its commit")
+		}
+		setTxnLogMaxMessage(t, ctx, c, "1048588", true)
 	case mode != "past-timeout":
 		require.NoError(t, commitErr, "a retry reaching the coordinator tells the commit's outcome")
 		t1Committed = true
@@ -459,4 +489,36 @@ func testOldReinitFenced(t *testing.T, c *Cluster, m cuCluster) {
 	codes = rawInit(t, ctx, c, idAbort, resp.ProducerID, resp.ProducerEpoch)
 	t.Logf("then InitProducerId(%d, %d): %v", resp.ProducerID, resp.ProducerEpoch, errNames(codes))
 	require.Zero(t, codes[len(codes)-1], "InitProducerId with the pair the abort answered")
+}
+
+// txnLogWritable reports whether the coordinator can write to its
+// transaction log now: an InitProducerId for a transactional id never
+// used before writes its first record there.
+func txnLogWritable(t *testing.T, ctx context.Context, c *Cluster, probe string) (bool, int16) {
+	t.Helper()
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.TransactionalID = &probe
+	req.TransactionTimeoutMillis = 60000
+	req.ProducerID, req.ProducerEpoch = -1, -1
+	resp := cuRequest(t, ctx, c, req, 5).(*kmsg.InitProducerIDResponse)
+	return resp.ErrorCode == 0, resp.ErrorCode
+}
+
+// setTxnLogMaxMessage sets __transaction_state's max.message.bytes and
+// waits until the coordinator's writes succeed (writable) or fail.
+func setTxnLogMaxMessage(t *testing.T, ctx context.Context, c *Cluster, bytes string, writable bool) {
+	t.Helper()
+	c.AlterTopicConfig(t, "__transaction_state", map[string]string{"max.message.bytes": bytes})
+	for k := 0; ; k++ {
+		ok, code := txnLogWritable(t, ctx, c, fmt.Sprintf("cu-probe-%s-%d", bytes, k))
+		if ok == writable {
+			t.Logf("transaction log max.message.bytes %s in effect (probe InitProducerId: %s)", bytes, errName(code))
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("max.message.bytes %s of the transaction log not in effect", bytes)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
