@@ -45,18 +45,15 @@ type cuCluster struct {
 // next transaction T2 commits, and an independent read_committed kgo
 // consumer reads T2 once and T1 once or not at all, never partly, as the
 // producer's outcome for T1 says. On Kafka 4.4 at transaction version 2
-// and 1 (one node each, about 40 s each), and on Kafka 2.8 (version 1,
+// and 1 (one node each, about 50 s each), and on Kafka 2.8 (version 1,
 // ZooKeeper mode, no DescribeTransactions) with LONGHAUL_LONG=1.
 //
 // What Kafka does with a lost EndTxn(commit), per subtest:
-//
 //   - lost-request: the first EndTxn(commit) requests never arrive; the
 //     retry that arrives commits T1, and CommitTransaction returns nil.
-//
 //   - lost-response: the commit is applied and its answers are lost; the
 //     retry is answered as a repeat of what was done, and
 //     CommitTransaction returns nil (no ErrCommitUnknown: Kafka tells).
-//
 //   - past-timeout: every EndTxn(commit) is lost until the coordinator has
 //     aborted T1 for its timeout (under a bumped epoch); the retry that
 //     arrives then is refused. Under version 2 (INVALID_TXN_STATE) that is
@@ -69,12 +66,11 @@ type cuCluster struct {
 //     CommitTransaction returns ErrCommitUnknown wrapping
 //     ErrProducerFenced, BeginTransaction ErrProducerFenced, and a new
 //     producer with the same transactional id commits T2.
-//
 //   - refused-open: every EndTxn(commit) is lost until the coordinator
 //     can no longer write its transaction log (the test sets
 //     __transaction_state's max.message.bytes to 10 bytes); the retry that
 //     arrives then is refused UNKNOWN_SERVER_ERROR and T1 stays open
-//     (DescribeTransactions: Ongoing), so CommitTransaction returns
+//     (DescribeTransactions on 4.4: Ongoing), so CommitTransaction returns
 //     ErrCommitUnknown with T1 open. With the log writable again, the next
 //     BeginTransaction re-initializes: EndTxn(abort) first aborts T1, then
 //     InitProducerId, and T2 commits, under both versions.
