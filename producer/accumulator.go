@@ -24,6 +24,18 @@ import (
 // not on the per-record path. Why one lock and not one per partition:
 // DESIGN.md, "The accumulator's lock".
 type accumulator struct {
+	// Fixed at New: what the accumulator needs of the rest of the
+	// producer.
+	cfg        *config
+	mem        *memBudget
+	limiter    *inflight.Limiter // each new partition's admission
+	leadersGen *atomic.Uint64    // Producer.leadersGen (stickyAmong)
+	base       time.Time         // the sender's clock origin (sender.base)
+	sleepUntil *atomic.Int64     // the sender's next wake-up (sender.sleepUntil), for wakeForLinger
+	metaWanted *atomic.Bool      // the sender's wish for metadata (sender.metaWanted)
+	wake       func()            // tells the sender to look again
+	fail       func(pendingRecord, error)
+
 	mu sync.Mutex // guards the following
 
 	topics     map[string]*topicState
@@ -374,50 +386,50 @@ func (c *produceCache) now() time.Time {
 	return c.clockBase
 }
 
-func (p *Producer) topicLocked(name string) *topicState {
-	if t := p.acc.pc.topic; t != nil && t.name == name {
+func (a *accumulator) topic(name string) *topicState {
+	if t := a.pc.topic; t != nil && t.name == name {
 		return t
 	}
-	t := p.acc.topics[name]
+	t := a.topics[name]
 	if t == nil {
-		t = &topicState{name: name, sticky: stickyPartitioner{current: -1, rand: p.cfg.rand.part}}
-		p.acc.topics[name] = t
+		t = &topicState{name: name, sticky: stickyPartitioner{current: -1, rand: a.cfg.rand.part}}
+		a.topics[name] = t
 	}
-	p.acc.pc.topic = t
+	a.pc.topic = t
 	return t
 }
 
 // appendLocked places an accepted record in its partition's open batch, or
 // parks it until the topic's partitions are known. Called with acc.mu held.
-func (p *Producer) appendLocked(r *Record, cb Callback, size int) error {
+func (a *accumulator) append(r *Record, cb Callback, size int) error {
 	if r.Timestamp.IsZero() {
-		r.Timestamp = p.acc.pc.now()
+		r.Timestamp = a.pc.now()
 	}
-	t := p.topicLocked(r.Topic)
+	t := a.topic(r.Topic)
 	if t.parts == nil {
 		if len(t.waiting) == 0 {
-			p.s.wantMetadata()
+			a.wantMetadata()
 		}
 		now := time.Now()
 		t.used = now
 		extra := 0
-		if !p.cfg.regress.on(waitingNoExtra) {
+		if !a.cfg.regress.on(waitingNoExtra) {
 			extra = waitingExtra(size)
-			p.mem.Force(int64(extra)) // past the limit if need be: Produce then waits for releases
+			a.mem.Force(int64(extra)) // past the limit if need be: Produce then waits for releases
 		}
-		t.waiting = append(t.waiting, waitingRecord{pendingRecord: pendingRecord{rec: r, cb: cb, size: size + extra, gen: p.acceptLocked()},
+		t.waiting = append(t.waiting, waitingRecord{pendingRecord: pendingRecord{rec: r, cb: cb, size: size + extra, gen: a.accept()},
 			at: now, data: copyRecordBytes(r), extra: extra})
 		return nil
 	}
-	pr := pendingRecord{rec: r, cb: cb, size: size, gen: p.acc.gen}
-	if err := p.placeLocked(t, pr, nil, 0, time.Time{}); err != nil {
+	pr := pendingRecord{rec: r, cb: cb, size: size, gen: a.gen}
+	if err := a.place(t, pr, nil, 0, time.Time{}); err != nil {
 		return err
 	}
-	p.acceptLocked()
+	a.accept()
 	return nil
 }
 
-func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, extra int, now time.Time) error {
+func (a *accumulator) place(t *topicState, pr pendingRecord, d *copiedBytes, extra int, now time.Time) error {
 	n := int32(len(t.parts))
 	r := pr.rec
 	var idx int32
@@ -428,25 +440,25 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, 
 			return fmt.Errorf("%w: topic %s has partitions 0..%d, asked for %d", ErrInvalidRecord, t.name, n-1, r.partition)
 		}
 		idx = r.partition
-	case p.cfg.partitioner != nil: // one nil check on the default path
+	case a.cfg.partitioner != nil: // one nil check on the default path
 		var err error
-		if idx, sticky, err = placeWith(p.cfg.partitioner, t, r, n, p.stickyAmong(t)); err != nil {
+		if idx, sticky, err = placeWith(a.cfg.partitioner, t, r, n, a.stickyAmong(t)); err != nil {
 			return err
 		}
-	case r.Key != nil && !p.cfg.ignoreKeys:
+	case r.Key != nil && !a.cfg.ignoreKeys:
 		idx = keyPartition(r.Key, n)
 	default:
-		idx, sticky = p.stickyPick(t, n), true
+		idx, sticky = a.stickyPick(t, n), true
 	}
-	target := p.batchTarget(t)
-	body := min(target, p.cfg.maxRequestSize) - protocol.RecordBatchOverhead // maxBatchBody, for t
+	target := a.batchTarget(t)
+	body := min(target, a.cfg.maxRequestSize) - protocol.RecordBatchOverhead // maxBatchBody, for t
 	pb := t.bufs[idx]
 	b := pb.open
 	hadOpen := b != nil
 	for {
 		if b != nil && b.builder.NumRecords() > 0 && b.builder.EncodedLen()+pr.size > body {
 			b.builder.Sum() // its last record was appended just now, if it is sticky: the bytes are in cache
-			p.sealLocked(pb)
+			a.seal(pb)
 			b = nil
 		}
 		// The record would open a batch on a sticky partition
@@ -458,12 +470,12 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, 
 		// moved to may hold an open batch (keyed or fixed records): go
 		// round once more for the fit check. A move resets due, so
 		// there is no third round.
-		if b != nil || !sticky || !t.sticky.due(p.cfg.batchSize) ||
-			hadOpen && p.cfg.regress.on(stickyLeftover) || !hadOpen && p.cfg.regress.on(stickyStartAlone) {
+		if b != nil || !sticky || !t.sticky.due(a.cfg.batchSize) ||
+			hadOpen && a.cfg.regress.on(stickyLeftover) || !hadOpen && a.cfg.regress.on(stickyStartAlone) {
 			break
 		}
-		p.stickyMove(t, n)
-		idx = p.stickyPick(t, n)
+		a.stickyMove(t, n)
+		idx = a.stickyPick(t, n)
 		pb = t.bufs[idx]
 		b, hadOpen = pb.open, pb.open != nil
 	}
@@ -472,24 +484,24 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, 
 	if started {
 		if now.IsZero() {
 			now = time.Now() // once per batch, not per record
-			p.acc.pc.clockBase = now
+			a.pc.clockBase = now
 		}
 		t.used = now
-		most := p.batchBufferMost()
-		if d != nil && !p.cfg.regress.on(waitingNoExtra) {
+		most := a.batchBufferMost()
+		if d != nil && !a.cfg.regress.on(waitingNoExtra) {
 			most = min(most, waitingBuffer) // what waitingExtra covers
 		}
 		b = newBatch(pb, now, most)
 		pb.open = b
-		if !p.cfg.regress.on(keepHeldMark) {
+		if !a.cfg.regress.on(keepHeldMark) {
 			pb.openGen++ // a new batch: its linger is looked at afresh (partitionState.lingerHeld)
 		}
 		if !pb.inActive {
 			pb.inActive = true
-			p.acc.active = append(p.acc.active, pb)
+			a.active = append(a.active, pb)
 		}
-		p.acc.opened = append(p.acc.opened, openedBatch{pb: pb, created: now})
-		p.wakeForLinger(now)
+		a.opened = append(a.opened, openedBatch{pb: pb, created: now})
+		a.wakeForLinger(now)
 	}
 	growFor(b, pr.size, protocol.RecordBatchOverhead+body)
 	if d != nil {
@@ -500,24 +512,30 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, 
 	}
 	b.records = append(b.records, pr)
 	b.memory += int64(pr.size + extra) // sealing settles it to the buffer's capacity
-	p.growMemory(b)
+	a.growMemory(b)
 	full := protocol.RecordBatchOverhead+b.builder.EncodedLen() >= target
 	if full {
 		b.builder.Sum()
-		p.sealLocked(pb)
+		a.seal(pb)
 	} else if d == nil { // Produce's own record (produce clears ahead)
-		p.acc.pc.ahead = b.builder.Spare(pr.size)
+		a.pc.ahead = b.builder.Spare(pr.size)
 	}
 	// A boundary: the batch filled (Java: its last batch full). A record
 	// that did not fit a full batch, or would start a batch, on a
 	// partition batch.size bytes went to moved the partition above
 	// already; one that starts a batch and only then makes batch.size
 	// fills that batch before the move, so it is not left alone.
-	boundary := full || started && (p.cfg.regress.on(stickyLeftover) || p.cfg.regress.on(stickyStartAlone) && !hadOpen)
-	if sticky && t.sticky.placed(pr.size, p.cfg.batchSize, boundary) {
-		p.stickyMove(t, n)
+	boundary := full || started && (a.cfg.regress.on(stickyLeftover) || a.cfg.regress.on(stickyStartAlone) && !hadOpen)
+	if sticky && t.sticky.placed(pr.size, a.cfg.batchSize, boundary) {
+		a.stickyMove(t, n)
 	}
 	return nil
+}
+
+// wantMetadata asks the sender for a metadata request.
+func (a *accumulator) wantMetadata() {
+	a.metaWanted.Store(true)
+	a.wake()
 }
 
 // wakeForLinger wakes the sender for a batch opened at now, whose linger
@@ -526,12 +544,11 @@ func (p *Producer) placeLocked(t *topicState, pr pendingRecord, d *copiedBytes, 
 // partitions a batch opens every few records, and waking the sender for
 // each cost Produce a channel operation, often a thread wake-up, and a
 // sender pass over every partition under acc.mu. Called with acc.mu held.
-func (p *Producer) wakeForLinger(now time.Time) {
-	s := p.s
-	if at := s.sleepUntil.Load(); at != 0 && at <= int64(now.Add(p.cfg.linger).Sub(s.base)) {
+func (a *accumulator) wakeForLinger(now time.Time) {
+	if at := a.sleepUntil.Load(); at != 0 && at <= int64(now.Add(a.cfg.linger).Sub(a.base)) {
 		return
 	}
-	p.wakeSender()
+	a.wake()
 }
 
 // queuedFunc is the adaptive partitioner's view of t's queues, nil when
@@ -539,16 +556,16 @@ func (p *Producer) wakeForLinger(now time.Time) {
 // partitioner.availability.timeout.ms, a partition whose queue has waited
 // longer than that with nothing sent counts as more queued than any other
 // (unavailable), so it is chosen only when every partition looked at is.
-func (p *Producer) queuedFunc(t *topicState) func(int32) int {
-	if !p.cfg.adaptive {
+func (a *accumulator) queuedFunc(t *topicState) func(int32) int {
+	if !a.cfg.adaptive {
 		return nil
 	}
-	if p.cfg.availTimeout > 0 {
-		now := int64(time.Since(p.s.base))
+	if a.cfg.availTimeout > 0 {
+		now := int64(time.Since(a.base))
 		return func(i int32) int {
 			pb := t.bufs[i]
 			q := pb.queued()
-			if q > 0 && pb.ps.unavailable(now, p.cfg.availTimeout) {
+			if q > 0 && pb.ps.unavailable(now, a.cfg.availTimeout) {
 				q += unavailableQueued
 			}
 			return q
@@ -573,11 +590,11 @@ func (ps *partitionState) unavailable(now int64, timeout time.Duration) bool {
 
 // batchBufferMost is the largest buffer a batch grows to (growFor's limit
 // for a batch of 2+ records): newBatch drops a pooled one above it.
-func (p *Producer) batchBufferMost() int {
-	if p.cfg.regress.on(pooledOversize) {
+func (a *accumulator) batchBufferMost() int {
+	if a.cfg.regress.on(pooledOversize) {
 		return math.MaxInt
 	}
-	return protocol.RecordBatchOverhead + p.maxBatchBody()
+	return protocol.RecordBatchOverhead + a.maxBatchBody()
 }
 
 // maxBatchBody is the most record bytes a batch of two or more records may
@@ -585,12 +602,12 @@ func (p *Producer) batchBufferMost() int {
 // if smaller. A batch's first record always fits (a larger one is a batch
 // of its own; Produce refuses one past max.request.size). Negative for a
 // batch.size below the header: every record is a batch of its own.
-func (p *Producer) maxBatchBody() int {
-	return min(p.cfg.batchSize, p.cfg.maxRequestSize) - protocol.RecordBatchOverhead
+func (a *accumulator) maxBatchBody() int {
+	return min(a.cfg.batchSize, a.cfg.maxRequestSize) - protocol.RecordBatchOverhead
 }
 
 // sealLocked closes pb's open batch for new records and queues it.
-func (p *Producer) sealLocked(pb *partBuf) {
+func (a *accumulator) seal(pb *partBuf) {
 	b := pb.open
 	if b == nil {
 		return
@@ -598,13 +615,13 @@ func (p *Producer) sealLocked(pb *partBuf) {
 	pb.open = nil
 	pb.openGen++
 	pb.bigBatches = b.builder.Cap()-b.builder.Free() > keepBuffer
-	p.settleMemory(b)
+	a.settleMemory(b)
 	pb.sealed = append(pb.sealed, b)
 	if !pb.inSealedIn {
 		pb.inSealedIn = true
-		p.acc.sealedIn = append(p.acc.sealedIn, pb)
+		a.sealedIn = append(a.sealedIn, pb)
 	}
-	p.wakeSender()
+	a.wake()
 }
 
 // openedBatch is an entry of accumulator.opened: pb opened a batch at
@@ -619,14 +636,6 @@ type openedBatch struct {
 // with acc.mu held.
 func (pb *partBuf) queued() int {
 	return len(pb.sealed) + int(pb.ps.queuedPub.Load())
-}
-
-// takeUnsentLocked moves everything of ps not yet sent into the sender's
-// queue, the open batch too (as it is: it is about to fail, not be sent),
-// for shutdown and vanished partitions. Called with acc.mu held.
-func (s *sender) takeUnsentLocked(ps *partitionState) {
-	ps.buf.closeOpen()
-	s.takeSealedLocked(ps)
 }
 
 // closeOpen queues pb's open batch as it is, not sealed (no settling, no
@@ -647,51 +656,11 @@ func (pb *partBuf) takeSealed(q []*batch) []*batch {
 	return q
 }
 
-// takeSealedLocked hands ps's sealed batches to the sender goroutine, which
-// owns them from then on, and puts ps in the ready set. Called on the sender goroutine with acc.mu held.
-func (s *sender) takeSealedLocked(ps *partitionState) {
-	pb := ps.buf
-	if len(pb.sealed) == 0 {
-		return
-	}
-	if s.txn != nil {
-		s.txn.queued(ps, pb.sealed)
-	}
-	if len(ps.queue) == 0 && s.cfg.availTimeout > 0 {
-		ps.waitSince.Store(int64(time.Since(s.base)))
-	}
-	ps.queue = pb.takeSealed(ps.queue)
-	ps.queuedPub.Store(int32(len(ps.queue)))
-	s.active.add(ps)
-	s.markReady(ps)
-}
-
-// popQueue removes and returns the oldest batch of ps.queue. Called on the
-// sender goroutine. Taking the last batch keeps the queue at the start of
-// its array: slicing past it would leave no room, and the next
-// takeSealedLocked would allocate a new array for every batch of a
-// partition that sends one at a time (most of the allocations with many
-// partitions).
-func (s *sender) popQueue(ps *partitionState) *batch {
-	b := ps.queue[0]
-	ps.queue[0] = nil
-	if len(ps.queue) == 1 {
-		ps.queue = ps.queue[:0]
-	} else {
-		ps.queue = ps.queue[1:]
-		if s.cfg.availTimeout > 0 {
-			ps.waitSince.Store(int64(time.Since(s.base))) // sent one: the rest wait from now
-		}
-	}
-	ps.queuedPub.Store(int32(len(ps.queue)))
-	return b
-}
-
-// setPartitionsLocked installs a topic's partition list from metadata and
+// setPartitions installs a topic's partition list from metadata and
 // places the records that were waiting for it.
-func (p *Producer) setPartitionsLocked(t *topicState, count int32, now time.Time) {
+func (a *accumulator) setPartitions(t *topicState, count int32, now time.Time) {
 	for i := int32(len(t.parts)); i < count; i++ {
-		ps := &partitionState{topic: t, id: i, admission: p.limiter.Partition(t.name, i)}
+		ps := &partitionState{topic: t, id: i, admission: a.limiter.Partition(t.name, i)}
 		ps.buf = &partBuf{ps: ps}
 		t.parts = append(t.parts, ps)
 		t.bufs = append(t.bufs, ps.buf)
@@ -702,34 +671,33 @@ func (p *Producer) setPartitionsLocked(t *topicState, count int32, now time.Time
 	for _, w := range waiting {
 		pr := w.pendingRecord
 		pr.size -= w.extra // the batch holds the extra (placeLocked), the record its size
-		if err := p.placeLocked(t, pr, w.data, w.extra, now); err != nil {
-			p.failRecordLocked(w.pendingRecord, err)
+		if err := a.place(t, pr, w.data, w.extra, now); err != nil {
+			a.failRecord(w.pendingRecord, err)
 			continue
 		}
-		if p.acc.flushed && pr.gen <= p.acc.flushedGen {
+		if a.flushed && pr.gen <= a.flushedGen {
 			flushNow = append(flushNow, t.bufs[pr.rec.partition])
 		}
 	}
 	for _, pb := range flushNow {
-		p.sealLocked(pb) // a no-op once sealed
+		a.seal(pb) // a no-op once sealed
 	}
 }
 
-// failWaitingLocked fails every record waiting for t's partitions with
+// failWaiting fails every record waiting for t's partitions with
 // ErrTopicMetadata and cause (a metadata error that retrying cannot fix).
-func (p *Producer) failWaitingLocked(t *topicState, cause error) {
+func (a *accumulator) failWaiting(t *topicState, cause error) {
 	for _, pr := range t.waiting {
-		p.failRecordLocked(pr.pendingRecord, &DeliveryError{Topic: t.name, Partition: -1, BaseSequence: -1,
+		a.failRecord(pr.pendingRecord, &DeliveryError{Topic: t.name, Partition: -1, BaseSequence: -1,
 			Err: fmt.Errorf("%w: %w", ErrTopicMetadata, cause)})
 	}
 	clear(t.waiting)
 	t.waiting = t.waiting[:0]
 }
 
-// failRecordLocked fails an accepted record that is in no batch.
-func (p *Producer) failRecordLocked(pr pendingRecord, err error) {
-	p.s.stats.recordsFailed.Add(1) // Stats.RecordsFailed counts every accepted record that failed
-	p.cbs.pushCounted(completion{rec: pr.rec, cb: pr.cb, err: err, gen: pr.gen, memory: int64(pr.size)}, p)
+// failRecord fails an accepted record that is in no batch.
+func (a *accumulator) failRecord(pr pendingRecord, err error) {
+	a.fail(pr, err)
 }
 
 func sortedKeys(m map[string]string) []string {
@@ -739,4 +707,311 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// The operations below are the accumulator's whole interface to the rest
+// of the producer. Each takes mu itself; the sender's pass and the cuts
+// across every partition (metadata, expire, Purge, withdrawal, a
+// transaction's drop, Close) run inside locked and see the accumulator as
+// an accHeld. The accumulator's other methods (here, in flush.go and the
+// sticky partitioner's in partitioner.go) are called with mu held, by
+// these.
+
+// produce accepts r (its buffer.memory, size, already held) into its
+// partition's open batch, or among its topic's waiting records. It fails
+// with ErrClosed once Close began, with the transaction's refusal
+// (txnMirror.refused), or with place's error; ahead is where the next
+// record of the batch goes, for Produce to prefetch once mu is released.
+func (a *accumulator) produce(r *Record, cb Callback, size int) (ahead []byte, err error) {
+	a.mu.Lock()
+	switch {
+	case a.closed:
+		err = ErrClosed
+	case a.txn != nil:
+		err = a.txn.refused()
+	}
+	if err == nil {
+		err = a.append(r, cb, size)
+		ahead = a.pc.ahead
+		a.pc.ahead = nil
+	}
+	a.mu.Unlock()
+	return ahead, err
+}
+
+// flush starts a Flush (startFlush) and returns what it waits on.
+func (a *accumulator) flush() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.startFlush()
+}
+
+// close stops accepting records and starts Close's Flush. first is false
+// (and done nil) if an earlier call closed it.
+func (a *accumulator) close() (done <-chan struct{}, first bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return nil, false
+	}
+	a.closed = true
+	return a.startFlush(), true
+}
+
+// isClosed reports whether Close began.
+func (a *accumulator) isClosed() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.closed
+}
+
+// settle counts the records of gens as called back (done), in one
+// acquisition for a pass of the callback goroutine.
+func (a *accumulator) settle(gens []genCount) {
+	a.mu.Lock()
+	for _, g := range gens {
+		a.done(g.gen, g.n)
+	}
+	a.mu.Unlock()
+}
+
+// transaction runs f on the transaction as Produce sees it, under mu, so
+// that a transactional call's check and its transition happen at one
+// moment for Produce; if f reports flush, a Flush starts at that moment
+// too (a commit waits for the records produced before it) and its
+// channel is returned. Only for a transactional producer.
+func (a *accumulator) transaction(f func(m *txnMirror) (flush bool)) (flushed <-chan struct{}) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if f(a.txn) {
+		return a.startFlush()
+	}
+	return nil
+}
+
+// transactional reports whether the producer has a transactional.id (txn
+// is set at New, never changed).
+func (a *accumulator) transactional() bool { return a.txn != nil }
+
+// locked runs f with mu held, handing it the accumulator as an accHeld.
+func (a *accumulator) locked(f func(v accHeld)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f(accHeld{a})
+}
+
+// accHeld is the accumulator with mu held, inside locked: the sender's
+// pass (one acquisition for every partition listed) and the cuts that
+// need every partition and the waiting records at one moment. Its methods
+// are all such code reads or changes of the accumulator.
+type accHeld struct{ a *accumulator }
+
+// closed reports whether Close began.
+func (v accHeld) closed() bool { return v.a.closed }
+
+// sealAll seals every open batch (Close: nothing lingers any more).
+func (v accHeld) sealAll() {
+	for _, pb := range v.a.active {
+		v.a.seal(pb)
+	}
+}
+
+// topics calls f for every topic Produce named.
+func (v accHeld) topics(f func(t *topicState)) {
+	for _, t := range v.a.topics {
+		f(t)
+	}
+}
+
+// topic is the topic named name, nil if Produce never named it.
+func (v accHeld) topic(name string) *topicState { return v.a.topics[name] }
+
+// used is when t last opened a batch or took a waiting record.
+func (v accHeld) used(t *topicState) time.Time { return t.used }
+
+// waiting reports how many records wait for t's partitions, and when the
+// oldest was accepted.
+func (v accHeld) waiting(t *topicState) (n int, oldest time.Time) {
+	if len(t.waiting) == 0 {
+		return 0, time.Time{}
+	}
+	return len(t.waiting), t.waiting[0].at
+}
+
+// dropWaiting fails each record waiting for t's partitions for which fail
+// returns an error, with that error, and keeps the others in order. fail
+// may change the record's size (what its callback gives back).
+func (v accHeld) dropWaiting(t *topicState, fail func(w *waitingRecord) error) {
+	keep := t.waiting[:0]
+	for _, w := range t.waiting {
+		if err := fail(&w); err != nil {
+			v.a.failRecord(w.pendingRecord, err)
+			continue
+		}
+		keep = append(keep, w)
+	}
+	clear(t.waiting[len(keep):])
+	t.waiting = keep
+}
+
+// failWaiting fails every record waiting for t's partitions (failWaiting).
+func (v accHeld) failWaiting(t *topicState, cause error) { v.a.failWaiting(t, cause) }
+
+// failRecord fails an accepted record that is in no batch.
+func (v accHeld) failRecord(pr pendingRecord, err error) { v.a.failRecord(pr, err) }
+
+// setRacks takes each broker's rack from a metadata answer.
+func (v accHeld) setRacks(res *protocol.MetadataResult) { v.a.setRacks(res) }
+
+// noteLeaders keeps t's leaders from a metadata answer for the sticky
+// partitioner.
+func (v accHeld) noteLeaders(t *topicState, parts []protocol.PartitionMetadata, brokers map[int32]string) {
+	v.a.noteLeaders(t, parts, brokers)
+}
+
+// setPartitions grows t to count partitions and places the records that
+// waited for them.
+func (v accHeld) setPartitions(t *topicState, count int32, now time.Time) {
+	v.a.setPartitions(t, count, now)
+}
+
+// truncate drops t's partitions from count on (the topic was re-created
+// with fewer); their contents were taken (takeUnsent) already.
+func (v accHeld) truncate(t *topicState, count int32) {
+	clear(t.parts[count:])
+	t.parts = t.parts[:count]
+	clear(t.bufs[count:])
+	t.bufs = t.bufs[:count]
+}
+
+// holds reports whether ps has an open batch or queued batches (sealed
+// here or in the sender's queue).
+func (v accHeld) holds(ps *partitionState) bool {
+	return ps.buf.open != nil || ps.buf.queued() > 0
+}
+
+// queued is queued's count of ps's sealed batches, here and the sender's.
+func (v accHeld) queued(ps *partitionState) int { return ps.buf.queued() }
+
+// sealed is how many batches of ps were sealed since the sender's last
+// take.
+func (v accHeld) sealed(ps *partitionState) int { return len(ps.buf.sealed) }
+
+// open reports when ps's open batch was created and its generation
+// (partBuf.openGen, which names it), ok false when it has none.
+func (v accHeld) open(ps *partitionState) (created time.Time, gen uint32, ok bool) {
+	if b := ps.buf.open; b != nil {
+		return b.created, ps.buf.openGen, true
+	}
+	return time.Time{}, ps.buf.openGen, false
+}
+
+// seal seals ps's open batch, if any.
+func (v accHeld) seal(ps *partitionState) { v.a.seal(ps.buf) }
+
+// takeSealed appends ps's sealed batches to q, oldest first: from then on
+// they are the sender's.
+func (v accHeld) takeSealed(ps *partitionState, q []*batch) []*batch { return ps.buf.takeSealed(q) }
+
+// closeOpen queues ps's open batch as it is, not sealed: it is about to
+// fail, not be sent.
+func (v accHeld) closeOpen(ps *partitionState) { ps.buf.closeOpen() }
+
+// withdrawOpen calls withdraw on ps's open batch, if any; if it reports
+// the batch empty, the batch is recycled and ps has none.
+func (v accHeld) withdrawOpen(ps *partitionState, withdraw func(b *batch) (empty bool)) {
+	if pb := ps.buf; pb.open != nil && withdraw(pb.open) {
+		pb.open.recycle()
+		pb.open = nil
+	}
+}
+
+// lingerEnded calls f for each partition whose open batch's linger ended
+// by now, in the order the batches opened, skipping entries stale since
+// (the batch sealed or withdrawn); next gets the first deadline still
+// ahead. The entries looked at are dropped: a batch still open after f is
+// the caller's to look at again. It returns how many entries it looked
+// at.
+func (v accHeld) lingerEnded(now time.Time, next *time.Time, f func(ps *partitionState, deadline time.Time)) (looked int) {
+	a := v.a
+	k := a.openedHead
+	for ; k < len(a.opened); k++ {
+		looked++
+		e := a.opened[k]
+		if e.pb.open == nil || !e.pb.open.created.Equal(e.created) {
+			continue // sealed or withdrawn
+		}
+		deadline := e.created.Add(a.cfg.linger)
+		if now.Before(deadline) {
+			*next = earliest(*next, deadline)
+			break // later entries opened later
+		}
+		f(e.pb.ps, deadline)
+	}
+	a.dropOpened(k)
+	return looked
+}
+
+// sealedIn is how many partitions hold batches sealed since the last
+// takeAllSealed.
+func (v accHeld) sealedIn() int { return len(v.a.sealedIn) }
+
+// takeAllSealed calls take for every partition holding sealed batches,
+// and forgets the list.
+func (v accHeld) takeAllSealed(take func(ps *partitionState)) {
+	a := v.a
+	for i, pb := range a.sealedIn {
+		pb.inSealedIn = false
+		take(pb.ps)
+		a.sealedIn[i] = nil
+	}
+	a.sealedIn = a.sealedIn[:0]
+}
+
+// anyActive reports whether some partition holds an open or sealed batch
+// (as listed: expire's walk prunes the list).
+func (v accHeld) anyActive() bool { return len(v.a.active) > 0 }
+
+// walkActive calls f for every partition listed as holding an open or
+// sealed batch; a partition f reports as holding none any more leaves the
+// list (an open batch lists it again).
+func (v accHeld) walkActive(f func(ps *partitionState) (holds bool)) {
+	a := v.a
+	keep := a.active[:0]
+	for _, pb := range a.active {
+		if !f(pb.ps) {
+			pb.inActive = false
+			continue
+		}
+		keep = append(keep, pb)
+	}
+	clear(a.active[len(keep):])
+	a.active = keep
+}
+
+// forgetActive empties the list of partitions holding batches (Close,
+// once it failed them all).
+func (v accHeld) forgetActive() { v.a.active = nil }
+
+// outstanding is how many accepted records are not yet called back.
+func (v accHeld) outstanding() int64 {
+	var n int64
+	for _, g := range v.a.gens {
+		n += g.n
+	}
+	return n
+}
+
+// dropOpened drops the entries of opened before index k, which a pass
+// looked at. The rest move to the front only once they are at most half
+// the slice, so a pass does not copy the batches still lingering
+// (thousands at 10,000 keyed partitions).
+func (a *accumulator) dropOpened(k int) {
+	clear(a.opened[a.openedHead:k])
+	a.openedHead = k
+	if 2*k >= len(a.opened) {
+		n := copy(a.opened, a.opened[k:])
+		clear(a.opened[n:])
+		a.opened, a.openedHead = a.opened[:n], 0
+	}
 }

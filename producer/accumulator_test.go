@@ -16,7 +16,7 @@ func queueCycleAllocs() float64 {
 	b := &batch{}
 	return testing.AllocsPerRun(1000, func() {
 		ps.buf.sealed = append(ps.buf.sealed, b)
-		s.takeSealedLocked(ps)
+		s.takeSealed(accHeld{}, ps)
 		if s.popQueue(ps) != b {
 			panic("popQueue returned another batch")
 		}
@@ -40,7 +40,7 @@ func TestPopQueueKeepsOrder(t *testing.T) {
 	ps.buf = &partBuf{ps: ps}
 	bs := []*batch{{}, {}, {}}
 	ps.buf.sealed = append(ps.buf.sealed, bs...)
-	s.takeSealedLocked(ps)
+	s.takeSealed(accHeld{}, ps)
 	for _, want := range bs {
 		require.Same(t, want, s.popQueue(ps))
 	}

@@ -172,11 +172,7 @@ func (t *doneTally) settle(p *Producer) {
 	if len(t.gens) == 0 {
 		return
 	}
-	p.acc.mu.Lock()
-	for _, g := range t.gens {
-		p.doneLocked(g.gen, g.n)
-	}
-	p.acc.mu.Unlock()
+	p.acc.settle(t.gens)
 	t.gens = t.gens[:0]
 }
 

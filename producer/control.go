@@ -156,14 +156,17 @@ func (s *sender) maintainMetadata(now time.Time) time.Time {
 	if now.Before(s.metaRetryAt) {
 		return s.metaRetryAt
 	}
-	s.p.acc.mu.Lock()
-	topics := make([]string, 0, len(s.p.acc.topics))
-	for name, t := range s.p.acc.topics {
-		if s.topicNeeded(t, now) {
-			topics = append(topics, name)
-		}
+	var topics []string
+	s.p.acc.locked(func(v accHeld) {
+		v.topics(func(t *topicState) {
+			if s.topicNeeded(v, t, now) {
+				topics = append(topics, t.name)
+			}
+		})
+	})
+	if topics == nil {
+		topics = []string{}
 	}
-	s.p.acc.mu.Unlock()
 	if len(topics) == 0 && s.haveID {
 		s.metaWanted.Store(false)
 		s.metaNext = now.Add(s.cfg.metadataMaxAge)
@@ -191,13 +194,13 @@ func (s *sender) metadataFailed(err error) {
 	s.metaRetryAt = time.Now().Add(s.backoff(s.metaFailures))
 	s.metaWanted.Store(true)
 	s.p.log.Warn("metadata request failed", "err", err)
-	s.p.acc.mu.Lock()
-	for _, t := range s.p.acc.topics {
-		if t.parts == nil {
-			t.lastErr = err
-		}
-	}
-	s.p.acc.mu.Unlock()
+	s.p.acc.locked(func(v accHeld) {
+		v.topics(func(t *topicState) {
+			if t.parts == nil {
+				t.lastErr = err
+			}
+		})
+	})
 }
 
 // applyMetadata takes in brokers, topic ids, partition counts and leaders,
@@ -250,72 +253,10 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult, asked bool) {
 	// it, so a dead topic is not polled at the backoff's pace.
 	again := false
 	var leaders []leaderUpdate
-	s.p.acc.mu.Lock()
 	s.holdWindows = true // re-created topics reset their partitions' limits
-	s.p.setRacksLocked(res)
-	for name, tm := range res.Topics {
-		t := s.p.acc.topics[name]
-		if t == nil {
-			continue
-		}
-		if tm.ErrorCode != 0 {
-			err := kerr.ErrorForCode(tm.ErrorCode)
-			changed = changed || !errors.Is(t.lastErr, err)
-			t.lastErr = err
-			switch topicVerdict(tm.ErrorCode) {
-			case metaFail:
-				s.p.failWaitingLocked(t, err)
-			default:
-				again = again || len(t.waiting) > 0 || s.partitionsHold(t)
-			}
-			continue
-		}
-		if err := checkPartitions(tm.Partitions); err != nil && !s.cfg.regress.on(metadataUnchecked) &&
-			!(s.cfg.regress.on(emptyPartitionsTaken) && len(tm.Partitions) == 0) {
-			// A broker bug or a hostile answer: keep what we knew.
-			s.p.log.Warn("ignoring unusable metadata for a topic", "topic", name, "err", err)
-			again = true
-			continue
-		}
-		changed = changed || t.lastErr != nil || t.parts == nil
-		t.lastErr = nil
-		count := int32(len(tm.Partitions))
-		if t.id != tm.ID && t.id != ([16]byte{}) && tm.ID != ([16]byte{}) {
-			s.topicRecreatedLocked(t, count)
-			changed = true
-		}
-		t.id = tm.ID
-		s.p.noteLeadersLocked(t, tm.Partitions, res.Brokers)
-		if count > int32(len(t.parts)) {
-			s.p.setPartitionsLocked(t, count, now)
-			changed = true
-		}
-		for _, pm := range tm.Partitions {
-			leader, epoch := pm.Leader, max(pm.LeaderEpoch, -1)
-			var ps *partitionState
-			if int(pm.Partition) < len(t.parts) {
-				ps = t.parts[pm.Partition]
-			}
-			wanted := ps != nil && ps.holdsData()
-			if !partitionUsable(pm.ErrorCode) || leader < 0 {
-				again = again || wanted
-			} else if _, ok := res.Brokers[leader]; !ok {
-				// A leader the broker list does not name cannot be
-				// reached: ask again, with backoff.
-				again = again || wanted
-				leader, epoch = -1, -1
-			}
-			if ps != nil {
-				leaders = append(leaders, leaderUpdate{ps, leader, epoch})
-			}
-		}
-	}
-	for _, t := range s.p.acc.topics {
-		if t.parts == nil && len(t.waiting) > 0 {
-			again = true
-		}
-	}
-	s.p.acc.mu.Unlock()
+	s.p.acc.locked(func(v accHeld) {
+		leaders, again, changed = s.applyTopics(v, res, now, changed)
+	})
 	s.releaseWindows()
 	// Applied outside acc.mu: a leader change reports
 	// HookWindowChanged, and a hook may call InFlightLimit, Stats or
@@ -335,11 +276,82 @@ func (s *sender) applyMetadata(res *protocol.MetadataResult, asked bool) {
 	}
 }
 
+// applyTopics is applyMetadata's part under the accumulator's lock: racks,
+// topic errors, ids, partition counts (placing the records that waited
+// for them) and the leaders to apply once the lock is released. changed
+// comes in with what the broker list changed.
+func (s *sender) applyTopics(v accHeld, res *protocol.MetadataResult, now time.Time, changed bool) (leaders []leaderUpdate, again, _ bool) {
+	v.setRacks(res)
+	for name, tm := range res.Topics {
+		t := v.topic(name)
+		if t == nil {
+			continue
+		}
+		if tm.ErrorCode != 0 {
+			err := kerr.ErrorForCode(tm.ErrorCode)
+			changed = changed || !errors.Is(t.lastErr, err)
+			t.lastErr = err
+			waiting, _ := v.waiting(t)
+			switch topicVerdict(tm.ErrorCode) {
+			case metaFail:
+				v.failWaiting(t, err)
+			default:
+				again = again || waiting > 0 || s.partitionsHold(v, t)
+			}
+			continue
+		}
+		if err := checkPartitions(tm.Partitions); err != nil && !s.cfg.regress.on(metadataUnchecked) &&
+			!(s.cfg.regress.on(emptyPartitionsTaken) && len(tm.Partitions) == 0) {
+			// A broker bug or a hostile answer: keep what we knew.
+			s.p.log.Warn("ignoring unusable metadata for a topic", "topic", name, "err", err)
+			again = true
+			continue
+		}
+		changed = changed || t.lastErr != nil || t.parts == nil
+		t.lastErr = nil
+		count := int32(len(tm.Partitions))
+		if t.id != tm.ID && t.id != ([16]byte{}) && tm.ID != ([16]byte{}) {
+			s.topicRecreated(v, t, count)
+			changed = true
+		}
+		t.id = tm.ID
+		v.noteLeaders(t, tm.Partitions, res.Brokers)
+		if count > int32(len(t.parts)) {
+			v.setPartitions(t, count, now)
+			changed = true
+		}
+		for _, pm := range tm.Partitions {
+			leader, epoch := pm.Leader, max(pm.LeaderEpoch, -1)
+			var ps *partitionState
+			if int(pm.Partition) < len(t.parts) {
+				ps = t.parts[pm.Partition]
+			}
+			wanted := ps != nil && s.holdsData(v, ps)
+			if !partitionUsable(pm.ErrorCode) || leader < 0 {
+				again = again || wanted
+			} else if _, ok := res.Brokers[leader]; !ok {
+				// A leader the broker list does not name cannot be
+				// reached: ask again, with backoff.
+				again = again || wanted
+				leader, epoch = -1, -1
+			}
+			if ps != nil {
+				leaders = append(leaders, leaderUpdate{ps, leader, epoch})
+			}
+		}
+	}
+	v.topics(func(t *topicState) {
+		if n, _ := v.waiting(t); t.parts == nil && n > 0 {
+			again = true
+		}
+	})
+	return leaders, again, changed
+}
+
 // partitionsHold reports whether any of t's partitions holds records.
-// Called with acc.mu held.
-func (s *sender) partitionsHold(t *topicState) bool {
+func (s *sender) partitionsHold(v accHeld, t *topicState) bool {
 	for _, ps := range t.parts {
-		if ps.holdsData() {
+		if s.holdsData(v, ps) {
 			return true
 		}
 	}
@@ -350,18 +362,18 @@ func (s *sender) partitionsHold(t *topicState) bool {
 // wait for it or are buffered or in flight, or it was produced to within
 // metadata.max.idle.ms. An idle topic is left out (its state, sequence
 // numbers included, is kept) so a mistyped or deleted topic is not polled
-// for the producer's life. Called with acc.mu held.
-func (s *sender) topicNeeded(t *topicState, now time.Time) bool {
-	if len(t.waiting) > 0 || now.Sub(t.used) < s.cfg.metadataMaxIdle || s.cfg.regress.on(pollIdleTopics) {
+// for the producer's life.
+func (s *sender) topicNeeded(v accHeld, t *topicState, now time.Time) bool {
+	if n, _ := v.waiting(t); n > 0 || now.Sub(v.used(t)) < s.cfg.metadataMaxIdle || s.cfg.regress.on(pollIdleTopics) {
 		return true
 	}
-	return s.partitionsHold(t)
+	return s.partitionsHold(v, t)
 }
 
 // holdsData reports whether the partition has records open, queued,
 // waiting for a retry or in flight.
-func (ps *partitionState) holdsData() bool {
-	return ps.buf.open != nil || ps.buf.queued() > 0 || len(ps.retry) > 0 || len(ps.inflight) > 0
+func (s *sender) holdsData(v accHeld, ps *partitionState) bool {
+	return v.holds(ps) || len(ps.retry) > 0 || len(ps.inflight) > 0
 }
 
 // checkPartitions rejects a topic's partition list unless it names each of
@@ -568,36 +580,37 @@ func (s *sender) initDone(askedPID, id int64, epoch int16, code int16) {
 // fails with ErrOrderLost instead: written now, it would (or could) land
 // after its successors.
 func (s *sender) renumber() {
-	s.p.acc.mu.Lock()
-	defer s.p.acc.mu.Unlock()
-	for _, t := range s.p.acc.topics {
-		for _, ps := range t.parts {
-			for i := 0; i < len(ps.retry); {
-				b := ps.retry[i]
-				if s.matrix.OrderLost(judge.OrderFacts{AtBump: true, LaterAcked: b.ord < ps.ackedUpTo, LaterInDoubt: b.ord < ps.doubtUpTo, MaybeWritten: b.maybeWritten}) {
-					s.failBatch(b, fmt.Errorf("%w (last error: %w)", ErrOrderLost, b.lastErr), b.maybeWritten)
-					continue
-				}
-				i++
+	s.p.acc.locked(func(v accHeld) { v.topics(s.renumberTopic) })
+}
+
+// renumberTopic is renumber for one topic's partitions.
+func (s *sender) renumberTopic(t *topicState) {
+	for _, ps := range t.parts {
+		for i := 0; i < len(ps.retry); {
+			b := ps.retry[i]
+			if s.matrix.OrderLost(judge.OrderFacts{AtBump: true, LaterAcked: b.ord < ps.ackedUpTo, LaterInDoubt: b.ord < ps.doubtUpTo, MaybeWritten: b.maybeWritten}) {
+				s.failBatch(b, fmt.Errorf("%w (last error: %w)", ErrOrderLost, b.lastErr), b.maybeWritten)
+				continue
 			}
-			seq := int32(0)
-			for _, b := range ps.retry {
-				// A fresh position: the batch goes out as a new one
-				// under the new epoch (its old one may have been parked).
-				s.p.limiter.Abandon(ps.admission, b.ord)
-				b.ord = ps.nextOrd
-				ps.nextOrd++
-				b.parked = false
-				// A copy: a dead connection's writer may still hold the
-				// old bytes.
-				b.bytes = append([]byte(nil), b.bytes...)
-				if err := protocol.SetBatchSequence(b.bytes, s.pid, s.epoch, seq); err != nil {
-					panic("producer: renumbering a batch we built: " + err.Error())
-				}
-				b.seq = seq
-				seq = addSeq(seq, len(b.records))
-			}
-			ps.nextSeq = seq
+			i++
 		}
+		seq := int32(0)
+		for _, b := range ps.retry {
+			// A fresh position: the batch goes out as a new one
+			// under the new epoch (its old one may have been parked).
+			s.p.limiter.Abandon(ps.admission, b.ord)
+			b.ord = ps.nextOrd
+			ps.nextOrd++
+			b.parked = false
+			// A copy: a dead connection's writer may still hold the
+			// old bytes.
+			b.bytes = append([]byte(nil), b.bytes...)
+			if err := protocol.SetBatchSequence(b.bytes, s.pid, s.epoch, seq); err != nil {
+				panic("producer: renumbering a batch we built: " + err.Error())
+			}
+			b.seq = seq
+			seq = addSeq(seq, len(b.records))
+		}
+		ps.nextSeq = seq
 	}
 }

@@ -25,82 +25,79 @@ func (s *sender) expire(now time.Time) (next time.Time) {
 	timeout := s.cfg.deliveryTimeout
 	p := s.p
 	idFatal := idFatalCause(s.lastIDErr)
-	p.acc.mu.Lock()
-	// Records waiting for their topic's partitions fail after max.block.ms
-	// (or delivery.timeout.ms if shorter), naming the last metadata error.
-	waitLimit := min(timeout, s.cfg.maxBlock)
-	for _, t := range p.acc.topics {
-		fatal := fatalCause(t.lastErr)
-		if len(t.waiting) == 0 {
-			continue
-		}
-		if fatal == nil && now.Sub(t.waiting[0].at) < waitLimit {
-			next = earliest(next, t.waiting[0].at.Add(waitLimit))
-			continue
-		}
-		keep := t.waiting[:0]
-		for _, pr := range t.waiting {
-			if fatal == nil && now.Sub(pr.at) < waitLimit {
-				keep = append(keep, pr)
-				next = earliest(next, pr.at.Add(waitLimit))
-				continue
+	var parts time.Time // the partitions' earliest deadline
+	walked := false
+	p.acc.locked(func(v accHeld) {
+		// Records waiting for their topic's partitions fail after
+		// max.block.ms (or delivery.timeout.ms if shorter), naming the
+		// last metadata error.
+		waitLimit := min(timeout, s.cfg.maxBlock)
+		v.topics(func(t *topicState) {
+			fatal := fatalCause(t.lastErr)
+			n, oldest := v.waiting(t)
+			if n == 0 {
+				return
 			}
-			cause := fatal
-			if cause == nil {
-				cause = s.waitingCause(t)
+			if fatal == nil && now.Sub(oldest) < waitLimit {
+				next = earliest(next, oldest.Add(waitLimit))
+				return
 			}
-			p.failRecordLocked(pr.pendingRecord, &DeliveryError{Topic: t.name, Partition: -1, BaseSequence: -1, Err: cause})
+			v.dropWaiting(t, func(w *waitingRecord) error {
+				if fatal == nil && now.Sub(w.at) < waitLimit {
+					next = earliest(next, w.at.Add(waitLimit))
+					return nil
+				}
+				cause := fatal
+				if cause == nil {
+					cause = s.waitingCause(t)
+				}
+				return &DeliveryError{Topic: t.name, Partition: -1, BaseSequence: -1, Err: cause}
+			})
+		})
+		// The partitions are walked only when something may be due:
+		// nothing found at the last walk runs out before s.expireAt, and
+		// a batch opened since runs out later (at its creation plus the
+		// timeout, after the walk); a batch back from flight lowers
+		// s.expireAt itself (retryBatch). A fatal dial or producer id
+		// error fails batches at once, so then every pass walks. At
+		// 1,000 keyed partitions a walk under acc.mu in every pass (a
+		// pass per response) kept Produce waiting for the lock.
+		if now.Before(s.expireAt) && !s.anyFatal(idFatal) {
+			if v.anyActive() || s.active.len() > 0 {
+				next = earliest(next, s.expireAt)
+			}
+			return
 		}
-		clear(t.waiting[len(keep):])
-		t.waiting = keep
-	}
-	// The partitions are walked only when something may be due: nothing
-	// found at the last walk runs out before s.expireAt, and a batch
-	// opened since runs out later (at its creation plus the timeout, after
-	// the walk); a batch back from flight lowers s.expireAt itself
-	// (retryBatch). A fatal dial or producer id error fails batches at
-	// once, so then every pass walks. At 1,000 keyed partitions a walk
-	// under acc.mu in every pass (a pass per response) kept Produce
-	// waiting for the lock.
-	if now.Before(s.expireAt) && !s.anyFatal(idFatal) {
-		held := len(p.acc.active) > 0 || s.active.len() > 0
-		p.acc.mu.Unlock()
-		if held {
-			next = earliest(next, s.expireAt)
+		walked = true
+		if s.probe != nil {
+			s.probe.expireWalks.Add(1)
 		}
+		// Sealed batches were never sent: failing them leaves no gap.
+		// The accumulator's active list holds every partition with an
+		// open or queued batch: a partition is listed when it opens a
+		// batch, and leaves here once it holds none.
+		v.walkActive(func(ps *partitionState) bool {
+			fatal := s.partitionFatal(ps, idFatal)
+			if created, _, open := v.open(ps); open && v.queued(ps) == 0 && (fatal != nil || now.Sub(created) >= timeout) {
+				v.seal(ps) // held open while its partition could not send
+			}
+			s.takeSealed(v, ps)
+			for len(ps.queue) > 0 && (fatal != nil || now.Sub(ps.queue[0].created) >= timeout) {
+				s.failBatch(s.popQueue(ps), cmp.Or(fatal, s.timeoutCause(ps, nil)), false)
+			}
+			if len(ps.queue) > 0 {
+				parts = earliest(parts, ps.queue[0].created.Add(timeout))
+			} else if created, _, open := v.open(ps); open {
+				parts = earliest(parts, created.Add(timeout))
+			} else {
+				return false
+			}
+			return true
+		})
+	})
+	if !walked {
 		return next
 	}
-	if s.probe != nil {
-		s.probe.expireWalks.Add(1)
-	}
-	var parts time.Time // the partitions' earliest deadline
-	// Sealed batches were never sent: failing them leaves no gap. p.acc.active
-	// holds every partition with an open or queued batch: a partition is
-	// listed when it opens a batch, and dropped here once it holds none.
-	keep := p.acc.active[:0]
-	for _, pb := range p.acc.active {
-		ps := pb.ps
-		fatal := s.partitionFatal(ps, idFatal)
-		if pb.open != nil && pb.queued() == 0 && (fatal != nil || now.Sub(pb.open.created) >= timeout) {
-			p.sealLocked(pb) // held open while its partition could not send
-		}
-		s.takeSealedLocked(ps)
-		for len(ps.queue) > 0 && (fatal != nil || now.Sub(ps.queue[0].created) >= timeout) {
-			s.failBatch(s.popQueue(ps), cmp.Or(fatal, s.timeoutCause(ps, nil)), false)
-		}
-		if len(ps.queue) > 0 {
-			parts = earliest(parts, ps.queue[0].created.Add(timeout))
-		} else if pb.open != nil {
-			parts = earliest(parts, pb.open.created.Add(timeout))
-		} else {
-			pb.inActive = false
-			continue
-		}
-		keep = append(keep, pb)
-	}
-	clear(p.acc.active[len(keep):])
-	p.acc.active = keep
-	p.acc.mu.Unlock()
 	// Retried batches have sequence numbers: failing one leaves a gap, so
 	// the epoch is bumped before the partition sends again. s.active holds
 	// every partition with a batch waiting for retry (takeSealedLocked).

@@ -19,72 +19,72 @@ type flushWaiter struct {
 	done chan struct{}
 }
 
-// acceptLocked counts one accepted record in the current generation and
+// accept counts one accepted record in the current generation and
 // returns that generation. Called with acc.mu held.
-func (p *Producer) acceptLocked() uint64 {
-	if k := len(p.acc.gens); k > 0 && p.acc.gens[k-1].gen == p.acc.gen {
-		p.acc.gens[k-1].n++
+func (a *accumulator) accept() uint64 {
+	if k := len(a.gens); k > 0 && a.gens[k-1].gen == a.gen {
+		a.gens[k-1].n++
 	} else {
-		p.acc.gens = append(p.acc.gens, genCount{gen: p.acc.gen, n: 1})
+		a.gens = append(a.gens, genCount{gen: a.gen, n: 1})
 	}
-	return p.acc.gen
+	return a.gen
 }
 
-// doneLocked counts n records of generation gen as called back and releases
+// done counts n records of generation gen as called back and releases
 // the Flush calls that no longer wait for anything. Called with acc.mu held.
-func (p *Producer) doneLocked(gen uint64, n int64) {
+func (a *accumulator) done(gen uint64, n int64) {
 	i := 0
-	for i < len(p.acc.gens) && p.acc.gens[i].gen != gen {
+	for i < len(a.gens) && a.gens[i].gen != gen {
 		i++
 	}
-	if i == len(p.acc.gens) || p.acc.gens[i].n < n {
+	if i == len(a.gens) || a.gens[i].n < n {
 		panic("producer: more callbacks than records")
 	}
-	p.acc.gens[i].n -= n
+	a.gens[i].n -= n
 	if i != 0 {
 		return
 	}
 	k := 0
-	for k < len(p.acc.gens) && p.acc.gens[k].n == 0 {
+	for k < len(a.gens) && a.gens[k].n == 0 {
 		k++
 	}
 	if k == 0 {
 		return
 	}
-	p.acc.gens = append(p.acc.gens[:0], p.acc.gens[k:]...)
-	keep := p.acc.flushWaiters[:0]
-	for _, w := range p.acc.flushWaiters {
-		if len(p.acc.gens) == 0 || p.acc.gens[0].gen > w.gen {
+	a.gens = append(a.gens[:0], a.gens[k:]...)
+	keep := a.flushWaiters[:0]
+	for _, w := range a.flushWaiters {
+		if len(a.gens) == 0 || a.gens[0].gen > w.gen {
 			close(w.done)
 			continue
 		}
 		keep = append(keep, w)
 	}
-	clear(p.acc.flushWaiters[len(keep):])
-	p.acc.flushWaiters = keep
+	clear(a.flushWaiters[len(keep):])
+	a.flushWaiters = keep
 }
 
-// startFlushLocked begins a Flush: a new generation starts, every open batch
+// startFlush begins a Flush: a new generation starts, every open batch
 // is sealed (records produced before the call do not wait for linger.ms;
 // later records get a fresh batch and their own linger), and the returned
 // channel is closed once every record of an earlier generation has been
 // called back. Records still waiting for their topic's partitions are
-// sealed when they are placed (setPartitionsLocked). Called with acc.mu held.
-func (p *Producer) startFlushLocked() <-chan struct{} {
-	g := p.acc.gen
-	p.acc.gen++
-	p.acc.flushedGen, p.acc.flushed = g, true
-	for _, ps := range p.acc.active {
-		p.sealLocked(ps)
+// sealed when they are placed (setPartitions). Called with acc.mu held.
+func (a *accumulator) startFlush() <-chan struct{} {
+	g := a.gen
+	a.gen++
+	a.flushedGen, a.flushed = g, true
+	for _, ps := range a.active {
+		a.seal(ps)
 	}
 	done := make(chan struct{})
-	if p.cfg.regress.on(flushWaitsAll) {
+	if a.cfg.regress.on(flushWaitsAll) {
 		g = ^uint64(0) // wait until nothing at all is outstanding
 	}
-	if len(p.acc.gens) == 0 || p.acc.gens[0].gen > g {
+	if len(a.gens) == 0 || a.gens[0].gen > g {
 		close(done)
 		return done
 	}
-	p.acc.flushWaiters = append(p.acc.flushWaiters, flushWaiter{gen: g, done: done})
+	a.flushWaiters = append(a.flushWaiters, flushWaiter{gen: g, done: done})
 	return done
 }

@@ -225,31 +225,31 @@ func (m *memBudget) Held() int64 {
 
 // growMemory makes b hold at least its buffer's capacity, taking the
 // difference: called as records are placed.
-func (p *Producer) growMemory(b *batch) {
-	if p.cfg.regress.on(recordBytesOnly) {
+func (a *accumulator) growMemory(b *batch) {
+	if a.cfg.regress.on(recordBytesOnly) {
 		return
 	}
 	if c := int64(b.builder.Cap()); c > b.memory {
-		p.mem.Force(c - b.memory)
+		a.mem.Force(c - b.memory)
 		b.memory = c
 	}
 }
 
 // settleMemory makes b hold exactly its buffer's capacity of buffer.memory
 // (0 once it has no records), taking or giving back the difference.
-func (p *Producer) settleMemory(b *batch) {
+func (a *accumulator) settleMemory(b *batch) {
 	want := int64(b.builder.Cap())
 	if len(b.records) == 0 {
 		want = 0
 	}
-	if p.cfg.regress.on(recordBytesOnly) {
+	if a.cfg.regress.on(recordBytesOnly) {
 		return
 	}
 	switch d := want - b.memory; {
 	case d > 0:
-		p.mem.Force(d)
+		a.mem.Force(d)
 	case d < 0:
-		p.mem.Release(-d)
+		a.mem.Release(-d)
 	}
 	b.memory = want
 }

@@ -92,7 +92,7 @@ func openBatchMemory(t *testing.T, bytesOnly bool) (held, capacity int64) {
 				if pb.open.memory < int64(pb.open.builder.Cap()) {
 					underHeld++
 				}
-				p.sealLocked(pb) // settles: from now on exactly its capacity
+				p.acc.seal(pb) // settles: from now on exactly its capacity
 				capacity += int64(pb.sealed[len(pb.sealed)-1].builder.Cap())
 			}
 		}

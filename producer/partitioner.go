@@ -80,25 +80,25 @@ type stickyPartitioner struct {
 // Java client, where an empty client.rack turns it off.
 func (c *config) preferRack() bool { return c.rackAware && c.clientRack != "" }
 
-// setRacksLocked takes each broker's rack from a metadata answer; a change
+// setRacks takes each broker's rack from a metadata answer; a change
 // moves leadersGen, so stickyAmong looks again. Called with acc.mu held.
-func (p *Producer) setRacksLocked(res *protocol.MetadataResult) {
+func (a *accumulator) setRacks(res *protocol.MetadataResult) {
 	for id := range res.Brokers {
 		rack := res.Racks[id]
-		if old, ok := p.acc.racks[id]; ok && old == rack || !ok && rack == "" {
+		if old, ok := a.racks[id]; ok && old == rack || !ok && rack == "" {
 			continue
 		}
-		if p.acc.racks == nil {
-			p.acc.racks = make(map[int32]string)
+		if a.racks == nil {
+			a.racks = make(map[int32]string)
 		}
-		p.acc.racks[id] = rack
-		p.leadersGen.Add(1)
+		a.racks[id] = rack
+		a.leadersGen.Add(1)
 	}
 }
 
-// noteLeadersLocked keeps t's leaders from a metadata answer for
+// noteLeaders keeps t's leaders from a metadata answer for
 // stickyAmong. Called with acc.mu held.
-func (p *Producer) noteLeadersLocked(t *topicState, parts []protocol.PartitionMetadata, brokers map[int32]string) {
+func (a *accumulator) noteLeaders(t *topicState, parts []protocol.PartitionMetadata, brokers map[int32]string) {
 	s := &t.sticky
 	s.leaders = s.leaders[:0]
 	for _, pm := range parts {
@@ -109,7 +109,7 @@ func (p *Producer) noteLeadersLocked(t *topicState, parts []protocol.PartitionMe
 			s.leaders[pm.Partition] = pm.Leader
 		}
 	}
-	p.leadersGen.Add(1)
+	a.leadersGen.Add(1)
 }
 
 // stickyAmong returns the partitions of t that records without a key go
@@ -121,13 +121,13 @@ func (p *Producer) noteLeadersLocked(t *topicState, parts []protocol.PartitionMe
 // traffic stays in its rack (availability zone) where it can. It is
 // recomputed only after a leader or a rack changed; a sticky partition no
 // longer in it is left at once. Called with acc.mu held.
-func (p *Producer) stickyAmong(t *topicState) []int32 {
+func (a *accumulator) stickyAmong(t *topicState) []int32 {
 	s := &t.sticky
-	g := p.leadersGen.Load() // before the leaders: a change after this load moves it again
+	g := a.leadersGen.Load() // before the leaders: a change after this load moves it again
 	if s.set && s.gen == g && s.count == len(t.parts) {
 		return s.among
 	}
-	rack := p.cfg.preferRack()
+	rack := a.cfg.preferRack()
 	leader := func(i int) int32 {
 		l := t.parts[i].leader()
 		if l < 0 && i < len(s.leaders) {
@@ -139,7 +139,7 @@ func (p *Producer) stickyAmong(t *topicState) []int32 {
 	for i := range t.parts {
 		if l := leader(i); l >= 0 {
 			led++
-			if rack && p.acc.racks[l] == p.cfg.clientRack {
+			if rack && a.racks[l] == a.cfg.clientRack {
 				inRack++
 			}
 		}
@@ -147,7 +147,7 @@ func (p *Producer) stickyAmong(t *topicState) []int32 {
 	s.among = s.among[:0]
 	if inRack > 0 || led > 0 && led < len(t.parts) {
 		for i := range t.parts {
-			if l := leader(i); l >= 0 && (inRack == 0 || p.acc.racks[l] == p.cfg.clientRack) {
+			if l := leader(i); l >= 0 && (inRack == 0 || a.racks[l] == a.cfg.clientRack) {
 				s.among = append(s.among, int32(i))
 			}
 		}
@@ -161,14 +161,14 @@ func (p *Producer) stickyAmong(t *topicState) []int32 {
 
 // stickyPick is t's sticky partition, chosen among stickyAmong's.
 // Called with acc.mu held.
-func (p *Producer) stickyPick(t *topicState, n int32) int32 {
-	return t.sticky.pick(n, p.stickyAmong(t))
+func (a *accumulator) stickyPick(t *topicState, n int32) int32 {
+	return t.sticky.pick(n, a.stickyAmong(t))
 }
 
 // stickyMove moves t's sticky partition on (move), among stickyAmong's.
 // Called with acc.mu held.
-func (p *Producer) stickyMove(t *topicState, n int32) {
-	t.sticky.move(n, p.queuedFunc(t), p.stickyAmong(t))
+func (a *accumulator) stickyMove(t *topicState, n int32) {
+	t.sticky.move(n, a.queuedFunc(t), a.stickyAmong(t))
 }
 
 // pick returns the sticky partition, choosing one at random (from among

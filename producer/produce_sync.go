@@ -176,59 +176,55 @@ func (s *sender) withdraw(recs []*Record, cause error) map[*Record]bool {
 			want[r] = true
 		}
 	}
-	fail := func(t *topicState, pr pendingRecord) {
-		p.failRecordLocked(pr, &DeliveryError{Topic: t.name, Partition: pr.rec.Partition(), BaseSequence: -1, Err: cause})
-	}
-	p.acc.mu.Lock()
-	defer p.acc.mu.Unlock()
-	for _, r := range recs {
-		if r == nil {
-			continue
+	p.acc.locked(func(v accHeld) {
+		fail := func(t *topicState, pr pendingRecord) {
+			v.failRecord(pr, &DeliveryError{Topic: t.name, Partition: pr.rec.Partition(), BaseSequence: -1, Err: cause})
 		}
-		t := p.acc.topics[r.Topic]
-		if t == nil {
-			continue // rejected before it reached a topic
-		}
-		t.waiting = slices.DeleteFunc(t.waiting, func(w waitingRecord) bool {
-			if want[w.rec] {
-				fail(t, w.pendingRecord)
-				delete(want, w.rec)
-				return true
+		for _, r := range recs {
+			if r == nil {
+				continue
 			}
-			return false
-		})
-		if !want[r] || !r.hasPartition || r.partition < 0 || int(r.partition) >= len(t.parts) {
-			continue
-		}
-		ps := t.parts[r.partition]
-		if pb := ps.buf; pb.open != nil && s.withdrawFrom(pb.open, want, fail) {
-			pb.open.recycle()
-			pb.open = nil
-		}
-		s.takeSealedLocked(ps)
-		ps.queue = slices.DeleteFunc(ps.queue, func(b *batch) bool {
-			n := len(b.records)
-			empty := s.withdrawFrom(b, want, fail)
-			if s.txn != nil && len(b.records) < n {
-				s.txn.withdrawn(ps, n-len(b.records), cause)
+			t := v.topic(r.Topic)
+			if t == nil {
+				continue // rejected before it reached a topic
 			}
-			if empty {
-				b.recycle()
-				return true
+			v.dropWaiting(t, func(w *waitingRecord) error {
+				if want[w.rec] {
+					delete(want, w.rec)
+					return &DeliveryError{Topic: t.name, Partition: w.rec.Partition(), BaseSequence: -1, Err: cause}
+				}
+				return nil
+			})
+			if !want[r] || !r.hasPartition || r.partition < 0 || int(r.partition) >= len(t.parts) {
+				continue
 			}
-			return false
-		})
-		ps.queuedPub.Store(int32(len(ps.queue)))
-		for _, bs := range [][]*batch{ps.inflight, ps.retry} {
-			for _, b := range bs {
-				for _, pr := range b.records {
-					if want[pr.rec] {
-						inFlight[pr.rec] = true
+			ps := t.parts[r.partition]
+			v.withdrawOpen(ps, func(b *batch) bool { return s.withdrawFrom(b, want, fail) })
+			s.takeSealed(v, ps)
+			ps.queue = slices.DeleteFunc(ps.queue, func(b *batch) bool {
+				n := len(b.records)
+				empty := s.withdrawFrom(b, want, fail)
+				if s.txn != nil && len(b.records) < n {
+					s.txn.withdrawn(ps, n-len(b.records), cause)
+				}
+				if empty {
+					b.recycle()
+					return true
+				}
+				return false
+			})
+			ps.queuedPub.Store(int32(len(ps.queue)))
+			for _, bs := range [][]*batch{ps.inflight, ps.retry} {
+				for _, b := range bs {
+					for _, pr := range b.records {
+						if want[pr.rec] {
+							inFlight[pr.rec] = true
+						}
 					}
 				}
 			}
 		}
-	}
+	})
 	return inFlight
 }
 
@@ -260,6 +256,6 @@ func (s *sender) withdrawFrom(b *batch, want map[*Record]bool, fail func(*topicS
 	clear(b.records[len(kept):])
 	b.records = kept
 	b.builder.Retain(func(i int) bool { return keep[i] })
-	s.p.settleMemory(b) // the withdrawn records released their own
+	s.p.acc.settleMemory(b) // the withdrawn records released their own
 	return len(b.records) == 0
 }

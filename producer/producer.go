@@ -137,12 +137,21 @@ func newProducer(cfg config) (*Producer, error) {
 		testhooks.FixedWindow(lim, n)
 	}
 	p.limiter = lim
-	p.acc.topics = make(map[string]*topicState)
 	p.cbs = newCallbackQueue()
+	p.s = newSender(p)
+	p.acc = accumulator{
+		cfg: &p.cfg, mem: p.mem, limiter: lim, leadersGen: &p.leadersGen,
+		base: p.s.base, sleepUntil: &p.s.sleepUntil, metaWanted: &p.s.metaWanted,
+		wake: p.wakeSender,
+		fail: func(pr pendingRecord, err error) {
+			p.s.stats.recordsFailed.Add(1) // Stats.RecordsFailed counts every accepted record that failed
+			p.cbs.pushCounted(completion{rec: pr.rec, cb: pr.cb, err: err, gen: pr.gen, memory: int64(pr.size)}, p)
+		},
+		topics: make(map[string]*topicState),
+	}
 	if cfg.transactionalID != "" {
 		p.acc.txn = &txnMirror{}
 	}
-	p.s = newSender(p)
 	if cfg.metricsPush {
 		p.tel = newTelemetry(p)
 		p.cfg.hooks.tel = p.tel
@@ -263,25 +272,7 @@ func (p *Producer) produce(ctx context.Context, r *Record, cb Callback, block bo
 		p.reject(r, cb, ErrBufferFull)
 		return
 	}
-	p.acc.mu.Lock()
-	if p.acc.closed {
-		p.acc.mu.Unlock()
-		p.mem.Release(int64(size))
-		p.reject(r, cb, ErrClosed)
-		return
-	}
-	if p.acc.txn != nil {
-		if err := p.produceRefusedLocked(); err != nil {
-			p.acc.mu.Unlock()
-			p.mem.Release(int64(size))
-			p.reject(r, cb, err)
-			return
-		}
-	}
-	err := p.appendLocked(r, accepted, size)
-	ahead := p.acc.pc.ahead
-	p.acc.pc.ahead = nil
-	p.acc.mu.Unlock()
+	ahead, err := p.acc.produce(r, accepted, size)
 	prefetch(ahead)
 	if err != nil {
 		p.mem.Release(int64(size))
@@ -312,9 +303,7 @@ func (p *Producer) Flush(ctx context.Context) error {
 	if p.onOwnGoroutine() {
 		return ErrInCallback
 	}
-	p.acc.mu.Lock()
-	done := p.startFlushLocked()
-	p.acc.mu.Unlock()
+	done := p.acc.flush()
 	p.wakeSender()
 	select {
 	case <-done:
@@ -345,12 +334,11 @@ func (p *Producer) Close(ctx context.Context) error {
 	if p.onOwnGoroutine() {
 		return ErrInCallback
 	}
-	if p.acc.txn != nil {
+	if p.acc.transactional() {
 		p.closeTransaction(ctx)
 	}
-	p.acc.mu.Lock()
-	if p.acc.closed {
-		p.acc.mu.Unlock()
+	done, first := p.acc.close() // no record is accepted from now on
+	if !first {
 		select {
 		case <-p.closeDone:
 			return nil
@@ -358,10 +346,7 @@ func (p *Producer) Close(ctx context.Context) error {
 			return fmt.Errorf("producer: close: waiting for another Close: %w", ctx.Err())
 		}
 	}
-	p.acc.closed = true
 	p.closing.Store(true)
-	done := p.startFlushLocked() // no record is accepted from now on
-	p.acc.mu.Unlock()
 	p.wakeSender()
 
 	var err error

@@ -37,10 +37,7 @@ func (p *Producer) Purge(ctx context.Context) error {
 	if p.onOwnGoroutine() {
 		return ErrInCallback
 	}
-	p.acc.mu.Lock()
-	closed := p.acc.closed
-	p.acc.mu.Unlock()
-	if closed {
+	if p.acc.isClosed() {
 		return ErrClosed
 	}
 	// The sender goroutine owns the batches it took from the accumulator
@@ -76,34 +73,32 @@ func (p *Producer) Purge(ctx context.Context) error {
 // into it, so the transaction becomes abort-only, as when any of its
 // records fails. Runs on the sender goroutine.
 func (s *sender) purge() {
+	s.p.acc.locked(func(v accHeld) { v.topics(func(t *topicState) { s.purgeTopic(v, t) }) })
+}
+
+// purgeTopic is purge for one topic.
+func (s *sender) purgeTopic(v accHeld, t *topicState) {
 	p := s.p
-	p.acc.mu.Lock()
-	defer p.acc.mu.Unlock()
-	for _, t := range p.acc.topics {
-		if len(t.waiting) > 0 && s.txn != nil {
-			// The core counts a record once its batch is queued, and
-			// sees a queued one fail through finish; these it never saw.
-			s.txn.failedUncounted(ErrPurged)
-		}
-		for _, w := range t.waiting {
-			pr := w.pendingRecord
-			p.mem.Release(int64(pr.size))
-			pr.size = 0
-			p.failRecordLocked(pr, &DeliveryError{Topic: t.name, Partition: -1, BaseSequence: -1, Err: ErrPurged})
-		}
-		clear(t.waiting)
-		t.waiting = t.waiting[:0]
-		for _, ps := range t.parts {
-			s.takeUnsentLocked(ps)
-			for len(ps.queue) > 0 {
-				b := s.popQueue(ps)
-				// Never sent, its bytes go now: its callbacks may wait
-				// for the batches in flight before it (report order).
-				p.mem.Release(b.memory)
-				b.memory = 0
-				b.builder = protocol.BatchBuilder{}
-				s.failBatch(b, ErrPurged, false)
-			}
+	if n, _ := v.waiting(t); n > 0 && s.txn != nil {
+		// The core counts a record once its batch is queued, and sees a
+		// queued one fail through finish; these it never saw.
+		s.txn.failedUncounted(ErrPurged)
+	}
+	v.dropWaiting(t, func(w *waitingRecord) error {
+		p.mem.Release(int64(w.size))
+		w.size = 0
+		return &DeliveryError{Topic: t.name, Partition: -1, BaseSequence: -1, Err: ErrPurged}
+	})
+	for _, ps := range t.parts {
+		s.takeUnsent(v, ps)
+		for len(ps.queue) > 0 {
+			b := s.popQueue(ps)
+			// Never sent, its bytes go now: its callbacks may wait
+			// for the batches in flight before it (report order).
+			p.mem.Release(b.memory)
+			b.memory = 0
+			b.builder = protocol.BatchBuilder{}
+			s.failBatch(b, ErrPurged, false)
 		}
 	}
 }

@@ -58,7 +58,7 @@ func TestProducerDrawsFromItsSources(t *testing.T) {
 	defer p.Close(t.Context())
 	p.acc.mu.Lock()
 	defer p.acc.mu.Unlock()
-	require.Same(t, p.cfg.rand.part, p.topicLocked("t").sticky.rand)
+	require.Same(t, p.cfg.rand.part, p.acc.topic("t").sticky.rand)
 	require.NotSame(t, p.cfg.rand.part, p.cfg.rand.send, "the sender's source is its own: no lock")
 }
 

@@ -324,65 +324,46 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 	s.splitWait = s.splitWait[:0]
 
 	s.holdLingered()
-	p.acc.mu.Lock()
-	if p.acc.closed {
-		// Close seals everything (Flush seals what it waits for itself,
-		// flush.go).
-		for _, pb := range p.acc.active {
-			p.sealLocked(pb)
+	p.acc.locked(func(v accHeld) {
+		if v.closed() {
+			// Close seals everything (Flush seals what it waits for
+			// itself, flush.go).
+			v.sealAll()
 		}
-	}
-	// Only the partitions something may have changed for are looked at,
-	// not every partition holding data: the lingered batches kept open
-	// (s.lingering), the batches whose linger ended (p.acc.opened, in the
-	// order they opened) and the partitions with sealed batches
-	// (p.acc.sealedIn). At 1,000 keyed partitions a walk over all of them
-	// under acc.mu in every pass kept Produce waiting for the lock.
-	if s.probe != nil {
-		s.probe.looks.Add(int64(s.lingering.len() + len(p.acc.sealedIn)))
-	}
-	s.lingering.keep(func(ps *partitionState) bool {
-		b := ps.buf.open
-		if b != nil && ps.heldOpen() && !s.ready.has(ps) && !s.rescan {
-			// Held before and nothing changed for it: the batch is the
-			// one held (lingerHeld names it), so it is not read (a
-			// cache miss per held partition per pass).
-			return true
-		}
-		if b == nil || now.Before(b.created.Add(s.cfg.linger)) {
-			// Sealed or withdrawn since; a new batch comes back through
-			// p.acc.opened.
-			return false
-		}
-		return s.lingeredKeptOpen(ps, b.created.Add(s.cfg.linger), now, &next)
-	})
-	k := p.acc.openedHead
-	for ; k < len(p.acc.opened); k++ {
+		// Only the partitions something may have changed for are looked
+		// at, not every partition holding data: the lingered batches
+		// kept open (s.lingering), the batches whose linger ended (in the
+		// order they opened) and the partitions with sealed batches. At
+		// 1,000 keyed partitions a walk over all of them under acc.mu in
+		// every pass kept Produce waiting for the lock.
 		if s.probe != nil {
-			s.probe.looks.Add(1)
+			s.probe.looks.Add(int64(s.lingering.len() + v.sealedIn()))
 		}
-		e := p.acc.opened[k]
-		ps := e.pb.ps
-		if e.pb.open == nil || !e.pb.open.created.Equal(e.created) || s.lingering.has(ps) {
-			continue // sealed, withdrawn, or looked at above
+		s.lingering.keep(func(ps *partitionState) bool {
+			created, gen, open := v.open(ps)
+			if open && ps.heldOpen(gen) && !s.ready.has(ps) && !s.rescan {
+				// Held before and nothing changed for it: the batch is
+				// the one held (lingerHeld names it), so it is not read
+				// (a cache miss per held partition per pass).
+				return true
+			}
+			if !open || now.Before(created.Add(s.cfg.linger)) {
+				// Sealed or withdrawn since; a new batch comes back
+				// through lingerEnded.
+				return false
+			}
+			return s.lingeredKeptOpen(v, ps, created.Add(s.cfg.linger), now, &next)
+		})
+		looked := v.lingerEnded(now, &next, func(ps *partitionState, deadline time.Time) {
+			if !s.lingering.has(ps) && s.lingeredKeptOpen(v, ps, deadline, now, &next) {
+				s.lingering.add(ps)
+			}
+		})
+		if s.probe != nil {
+			s.probe.looks.Add(int64(looked))
 		}
-		deadline := e.created.Add(s.cfg.linger)
-		if now.Before(deadline) {
-			next = earliest(next, deadline)
-			break // later entries opened later
-		}
-		if s.lingeredKeptOpen(ps, deadline, now, &next) {
-			s.lingering.add(ps)
-		}
-	}
-	p.dropOpenedLocked(k)
-	for i, pb := range p.acc.sealedIn {
-		pb.inSealedIn = false
-		s.takeSealedLocked(pb.ps)
-		p.acc.sealedIn[i] = nil
-	}
-	p.acc.sealedIn = p.acc.sealedIn[:0]
-	p.acc.mu.Unlock()
+		v.takeAllSealed(func(ps *partitionState) { s.takeSealed(v, ps) })
+	})
 	if s.rescan {
 		s.rescan = false
 		s.pruneActive()
@@ -480,27 +461,14 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 	return next
 }
 
-// dropOpenedLocked drops the entries of p.acc.opened before index k, which a
-// pass looked at. The rest move to the front only once they are at most
-// half the slice, so a pass does not copy the batches still lingering
-// (thousands at 10,000 keyed partitions). Called with acc.mu held.
-func (p *Producer) dropOpenedLocked(k int) {
-	clear(p.acc.opened[p.acc.openedHead:k])
-	p.acc.openedHead = k
-	if 2*k >= len(p.acc.opened) {
-		n := copy(p.acc.opened, p.acc.opened[k:])
-		clear(p.acc.opened[n:])
-		p.acc.opened, p.acc.openedHead = p.acc.opened[:n], 0
-	}
-}
-
 // lingeredKeptOpen decides about ps's open batch, whose linger ended at
 // deadline: seal it, or keep it open and filling. It reports whether the
 // batch stays open (sendReady keeps ps in s.lingering to look again).
-// Called with acc.mu held.
-func (s *sender) lingeredKeptOpen(ps *partitionState, deadline, now time.Time, next *time.Time) bool {
+// Runs inside the accumulator's lock (v).
+func (s *sender) lingeredKeptOpen(v accHeld, ps *partitionState, deadline, now time.Time, next *time.Time) bool {
+	_, gen, _ := v.open(ps)
 	switch {
-	case ps.heldOpen() && !s.ready.has(ps) && !s.rescan:
+	case ps.heldOpen(gen) && !s.ready.has(ps) && !s.rescan:
 		// Found unable to send before, and nothing that could change
 		// that has happened to it since.
 		return true
@@ -512,14 +480,14 @@ func (s *sender) lingeredKeptOpen(ps *partitionState, deadline, now time.Time, n
 		// instead).
 		ps.lingerHeld = 0
 		if s.cfg.regress.on(holdUnbounded) {
-			ps.lingerHeld = ps.buf.openGen
+			ps.lingerHeld = gen
 		}
 		return true
-	case s.canSendNow(ps) && s.room(ps) > len(ps.queue)+len(ps.buf.sealed):
+	case s.canSendNow(ps) && s.room(ps) > len(ps.queue)+v.sealed(ps):
 		// Every sealed batch goes out in this pass with room to spare:
 		// the lingered tail goes with them, rather than wait for their
 		// acks to wake the sender.
-		s.p.sealLocked(ps.buf)
+		v.seal(ps)
 		return false
 	default:
 		// A lingered batch of a partition that cannot send now keeps
@@ -529,7 +497,7 @@ func (s *sender) lingeredKeptOpen(ps *partitionState, deadline, now time.Time, n
 		// metadata answer can change that: one is asked for (the run
 		// loop starts it, or waits out its backoff), since an answer
 		// that came while the partition held nothing asked for none.
-		ps.lingerHeld = ps.buf.openGen
+		ps.lingerHeld = gen
 		if ps.leader() < 0 {
 			s.metaWanted.Store(true)
 		}
@@ -537,14 +505,63 @@ func (s *sender) lingeredKeptOpen(ps *partitionState, deadline, now time.Time, n
 	}
 }
 
-// heldOpen reports whether ps's open batch is the one lingeredKeptOpen
-// found unable to send (lingerHeld). Called with acc.mu held.
-func (ps *partitionState) heldOpen() bool {
-	return ps.lingerHeld != 0 && ps.lingerHeld == ps.buf.openGen
+// heldOpen reports whether ps's open batch, of generation gen
+// (accHeld.open), is the one lingeredKeptOpen found unable to send
+// (lingerHeld).
+func (ps *partitionState) heldOpen(gen uint32) bool {
+	return ps.lingerHeld != 0 && ps.lingerHeld == gen
+}
+
+// takeUnsent moves everything of ps not yet sent into the sender's
+// queue, the open batch too (as it is: it is about to fail, not be sent),
+// for shutdown and vanished partitions.
+func (s *sender) takeUnsent(v accHeld, ps *partitionState) {
+	v.closeOpen(ps)
+	s.takeSealed(v, ps)
+}
+
+// takeSealed hands ps's sealed batches to the sender goroutine, which
+// owns them from then on, and puts ps in the ready set.
+func (s *sender) takeSealed(v accHeld, ps *partitionState) {
+	if v.sealed(ps) == 0 {
+		return
+	}
+	if len(ps.queue) == 0 && s.cfg.availTimeout > 0 {
+		ps.waitSince.Store(int64(time.Since(s.base)))
+	}
+	n := len(ps.queue)
+	ps.queue = v.takeSealed(ps, ps.queue)
+	if s.txn != nil {
+		s.txn.queued(ps, ps.queue[n:])
+	}
+	ps.queuedPub.Store(int32(len(ps.queue)))
+	s.active.add(ps)
+	s.markReady(ps)
+}
+
+// popQueue removes and returns the oldest batch of ps.queue. Called on the
+// sender goroutine. Taking the last batch keeps the queue at the start of
+// its array: slicing past it would leave no room, and the next
+// takeSealed would allocate a new array for every batch of a
+// partition that sends one at a time (most of the allocations with many
+// partitions).
+func (s *sender) popQueue(ps *partitionState) *batch {
+	b := ps.queue[0]
+	ps.queue[0] = nil
+	if len(ps.queue) == 1 {
+		ps.queue = ps.queue[:0]
+	} else {
+		ps.queue = ps.queue[1:]
+		if s.cfg.availTimeout > 0 {
+			ps.waitSince.Store(int64(time.Since(s.base))) // sent one: the rest wait from now
+		}
+	}
+	ps.queuedPub.Store(int32(len(ps.queue)))
+	return b
 }
 
 // pruneActive drops from s.active the partitions with nothing queued,
-// waiting for retry or in flight; takeSealedLocked lists them again.
+// waiting for retry or in flight; takeSealed lists them again.
 func (s *sender) pruneActive() {
 	s.active.keep(func(ps *partitionState) bool {
 		return len(ps.queue) > 0 || len(ps.retry) > 0 || len(ps.inflight) > 0

@@ -154,18 +154,18 @@ func TestDropOpenedCopiesOnlyPastHalf(t *testing.T) {
 		p.acc.opened = append(p.acc.opened, openedBatch{pb: parts[i]})
 	}
 	first := &p.acc.opened[0]
-	p.dropOpenedLocked(3)
+	p.acc.dropOpened(3)
 	require.Equal(t, 3, p.acc.openedHead, "fewer than half dropped: nothing moved")
 	require.Len(t, p.acc.opened, 10)
 	require.Same(t, first, &p.acc.opened[0], "same array")
 	require.Nil(t, p.acc.opened[0].pb, "dropped entries hold no partition")
-	p.dropOpenedLocked(6)
+	p.acc.dropOpened(6)
 	require.Zero(t, p.acc.openedHead, "past half: the rest moved to the front")
 	require.Len(t, p.acc.opened, 4)
 	for i, e := range p.acc.opened {
 		require.Same(t, parts[6+i], e.pb)
 	}
-	p.dropOpenedLocked(4)
+	p.acc.dropOpened(4)
 	require.Empty(t, p.acc.opened)
 	require.Zero(t, p.acc.openedHead)
 }

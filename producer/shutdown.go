@@ -31,40 +31,39 @@ func (s *sender) shutdown() {
 	// Attempts in flight are reported before acc.mu is taken: a hook
 	// may call Stats or Produce, which take it (Close deadlocked). No
 	// topic is added meanwhile: p.acc.closed is set.
-	p.acc.mu.Lock()
 	var inflight []*batch
-	for _, t := range p.acc.topics {
-		for _, ps := range t.parts {
-			inflight = append(inflight, ps.inflight...)
-		}
-	}
-	p.acc.mu.Unlock()
+	p.acc.locked(func(v accHeld) {
+		v.topics(func(t *topicState) {
+			for _, ps := range t.parts {
+				inflight = append(inflight, ps.inflight...)
+			}
+		})
+	})
 	for _, b := range inflight {
 		s.cfg.hooks.batchRejected(s, -1, b, ErrClosed, false)
 	}
-	p.acc.mu.Lock()
-	defer p.acc.mu.Unlock()
-	for _, t := range p.acc.topics {
-		for _, pr := range t.waiting {
-			p.failRecordLocked(pr.pendingRecord, &DeliveryError{Topic: t.name, Partition: -1, BaseSequence: -1, Err: ErrClosed})
+	p.acc.locked(func(v accHeld) {
+		v.topics(func(t *topicState) {
+			v.dropWaiting(t, func(*waitingRecord) error {
+				return &DeliveryError{Topic: t.name, Partition: -1, BaseSequence: -1, Err: ErrClosed}
+			})
+			for _, ps := range t.parts {
+				for len(ps.inflight) > 0 {
+					s.failBatch(ps.inflight[0], ErrClosed, true)
+				}
+				for len(ps.retry) > 0 {
+					b := ps.retry[0]
+					s.failBatch(b, ErrClosed, b.maybeWritten)
+				}
+				s.takeUnsent(v, ps)
+				for len(ps.queue) > 0 {
+					s.failBatch(s.popQueue(ps), ErrClosed, false)
+				}
+			}
+		})
+		v.forgetActive()
+		if s.txn != nil {
+			s.txn.shutdown()
 		}
-		t.waiting = nil
-		for _, ps := range t.parts {
-			for len(ps.inflight) > 0 {
-				s.failBatch(ps.inflight[0], ErrClosed, true)
-			}
-			for len(ps.retry) > 0 {
-				b := ps.retry[0]
-				s.failBatch(b, ErrClosed, b.maybeWritten)
-			}
-			s.takeUnsentLocked(ps)
-			for len(ps.queue) > 0 {
-				s.failBatch(s.popQueue(ps), ErrClosed, false)
-			}
-		}
-	}
-	p.acc.active = nil
-	if s.txn != nil {
-		s.txn.shutdown()
-	}
+	})
 }

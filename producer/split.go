@@ -40,7 +40,7 @@ func (s *sender) split(ps *partitionState) bool {
 	}
 	half := len(recs) / 2
 	need1, need2 := splitSize(recs[:half]), splitSize(recs[half:])
-	if !s.p.mem.TakeOrOwe(int64(need1+need2)-b.memory, int64(s.p.batchBufferMost())) {
+	if !s.p.mem.TakeOrOwe(int64(need1+need2)-b.memory, int64(s.p.acc.batchBufferMost())) {
 		return false
 	}
 	if d := b.memory - int64(need1+need2); d > 0 {
@@ -75,8 +75,8 @@ func (s *sender) split(ps *partitionState) bool {
 	// b's memory now belongs to the halves, each holding its own buffer;
 	// b itself is dropped (not recycled: its records slice is shared with
 	// them). settleMemory changes nothing unless splitSize was wrong.
-	s.p.settleMemory(b1)
-	s.p.settleMemory(b2)
+	s.p.acc.settleMemory(b1)
+	s.p.acc.settleMemory(b2)
 	return true
 }
 

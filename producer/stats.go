@@ -123,27 +123,25 @@ func (p *Producer) Stats() Stats {
 		st.ProducerID, st.ProducerEpoch = id>>16, int16(uint16(id))
 	}
 	st.BufferedBytes = p.mem.Held()
-	p.acc.mu.Lock()
-	for _, g := range p.acc.gens {
-		st.BufferedRecords += g.n
-	}
-	for _, t := range p.acc.topics {
-		for _, ps := range t.parts {
-			limit, inFlight, state := p.limiter.Snapshot(ps.admission)
-			st.Partitions = append(st.Partitions, PartitionStats{
-				Topic:          t.name,
-				Partition:      ps.id,
-				Leader:         ps.leader(),
-				Limit:          limit,
-				InFlight:       inFlight,
-				Gated:          state == inflight.Gated || state == inflight.DrainingGated,
-				Draining:       state == inflight.Draining || state == inflight.DrainingGated,
-				BatchesSent:    ps.sent.Load(),
-				BatchesRetried: ps.retried.Load(),
-			})
-		}
-	}
-	p.acc.mu.Unlock()
+	p.acc.locked(func(v accHeld) {
+		st.BufferedRecords = v.outstanding()
+		v.topics(func(t *topicState) {
+			for _, ps := range t.parts {
+				limit, inFlight, state := p.limiter.Snapshot(ps.admission)
+				st.Partitions = append(st.Partitions, PartitionStats{
+					Topic:          t.name,
+					Partition:      ps.id,
+					Leader:         ps.leader(),
+					Limit:          limit,
+					InFlight:       inFlight,
+					Gated:          state == inflight.Gated || state == inflight.DrainingGated,
+					Draining:       state == inflight.Draining || state == inflight.DrainingGated,
+					BatchesSent:    ps.sent.Load(),
+					BatchesRetried: ps.retried.Load(),
+				})
+			}
+		})
+	})
 	p.mu.Lock()
 	for _, n := range p.nodes {
 		st.Nodes = append(st.Nodes, NodeStats{ID: n.id, Connected: n.connected.Load(), RequestsInFlight: p.limiter.NodeInFlight(n.admission),
@@ -164,11 +162,11 @@ func (p *Producer) Stats() Stats {
 // longhaul.max.window; 1 on a Kafka 0.11 leader (Produce v3), which
 // retains only the last batch; 5 for a partition it does not know.
 func (p *Producer) InFlightLimit(topic string, partition int32) int {
-	p.acc.mu.Lock()
-	defer p.acc.mu.Unlock()
-	t := p.acc.topics[topic]
-	if t == nil || partition < 0 || int(partition) >= len(t.parts) {
-		return inflight.DefaultWindow
-	}
-	return p.limiter.Limit(t.parts[partition].admission)
+	limit := inflight.DefaultWindow
+	p.acc.locked(func(v accHeld) {
+		if t := v.topic(topic); t != nil && partition >= 0 && int(partition) < len(t.parts) {
+			limit = p.limiter.Limit(t.parts[partition].admission)
+		}
+	})
+	return limit
 }

@@ -100,8 +100,8 @@ func tooLargeAnswer(cause error) bool {
 // sender's base) is younger than metadata.max.age.ms: a topic's config
 // can change, and a limit kept for good would keep batches small after it
 // was raised.
-func (p *Producer) limitFresh(since int64) bool {
-	return time.Since(p.s.base)-time.Duration(since) <= p.cfg.metadataMaxAge
+func (a *accumulator) limitFresh(since int64) bool {
+	return time.Since(a.base)-time.Duration(since) <= a.cfg.metadataMaxAge
 }
 
 // batchTarget is the size t's batches are built to: batch.size, or less
@@ -109,7 +109,7 @@ func (p *Producer) limitFresh(since int64) bool {
 // that goes in a batch of its own, which the broker takes or refuses: a
 // record is never failed on a remembered answer, since the topic's limit
 // may have been raised since. Called with acc.mu held.
-func (p *Producer) batchTarget(t *topicState) int {
-	target, _ := t.limit.target(p.cfg.batchSize, p.limitFresh)
+func (a *accumulator) batchTarget(t *topicState) int {
+	target, _ := t.limit.target(a.cfg.batchSize, a.limitFresh)
 	return target
 }

@@ -18,8 +18,8 @@ import (
 // producer state: its next batch goes alone (the first-batch gate) and any
 // leader epoch is news, since a new topic counts epochs from 0 again.
 // Partitions beyond count are gone: what waits for them fails with
-// ErrPartitionGone. Called on the sender goroutine with acc.mu held.
-func (s *sender) topicRecreatedLocked(t *topicState, count int32) {
+// ErrPartitionGone.
+func (s *sender) topicRecreated(v accHeld, t *topicState, count int32) {
 	s.p.log.Info("topic re-created: new topic id", "topic", t.name, "partitions", count)
 	t.recreated++
 	sent := false
@@ -47,21 +47,18 @@ func (s *sender) topicRecreatedLocked(t *topicState, count int32) {
 		return
 	}
 	for _, ps := range t.parts[count:] {
-		s.dropPartitionLocked(ps, fmt.Errorf("%w: %s[%d], the topic now has %d partition(s)", ErrPartitionGone, t.name, ps.id, count))
+		s.dropPartition(v, ps, fmt.Errorf("%w: %s[%d], the topic now has %d partition(s)", ErrPartitionGone, t.name, ps.id, count))
 	}
-	clear(t.parts[count:])
-	t.parts = t.parts[:count]
-	clear(t.bufs[count:])
-	t.bufs = t.bufs[:count]
+	v.truncate(t, count)
 }
 
-// dropPartitionLocked fails every batch of a vanished partition that is
+// dropPartition fails every batch of a vanished partition that is
 // not in flight, and marks it so batches coming back from flight fail too
 // (batchRejected). Its limiter partition forgets the leader, so a
 // partition of that index created later starts with the gate armed.
-func (s *sender) dropPartitionLocked(ps *partitionState, err error) {
+func (s *sender) dropPartition(v accHeld, ps *partitionState, err error) {
 	ps.gone, ps.goneErr = true, err
-	s.takeUnsentLocked(ps)
+	s.takeUnsent(v, ps)
 	sealed := ps.queue
 	ps.queue = nil
 	ps.queuedPub.Store(0)
@@ -80,7 +77,7 @@ func (s *sender) dropPartitionLocked(ps *partitionState, err error) {
 // attempt may be applied: the attempt named the topic's current id. An
 // answer about a deleted incarnation of the topic names its leader and
 // epoch, and once the re-created topic counts epochs from 0 again
-// (topicRecreatedLocked), an old epoch above the new one would make every
+// (topicRecreated), an old epoch above the new one would make every
 // later metadata answer look stale: the partition would stay at a leader
 // that is not, until delivery.timeout.ms. Without topic
 // ids (metadata before v10) re-creation is not seen and the hint applies.

@@ -95,7 +95,7 @@ var errNotTransactional = &txnError{class: ErrTransactionState, msg: "the produc
 // txnCheck makes the checks every transactional call makes first.
 func (p *Producer) txnCheck(ctx context.Context) error {
 	mustContext(ctx)
-	if p.acc.txn == nil {
+	if !p.acc.transactional() {
 		return errNotTransactional
 	}
 	if p.onOwnGoroutine() {
@@ -171,21 +171,21 @@ func (p *Producer) BeginTransaction() error {
 	if err := p.txnCheck(context.Background()); err != nil {
 		return err
 	}
-	p.acc.mu.Lock()
-	m := p.acc.txn
-	switch {
-	case m.open && m.err != nil:
-		err := m.err
-		p.acc.mu.Unlock()
-		return err
-	case m.open:
-		p.acc.mu.Unlock()
-		return &txnError{class: ErrTransactionState, msg: "BeginTransaction while a transaction is open"}
-	case m.end != nil && !m.end.call.finished():
-		p.acc.mu.Unlock()
-		return &txnError{class: ErrTransactionState, msg: "BeginTransaction before the last transaction's CommitTransaction or AbortTransaction completed"}
+	var refused error
+	p.acc.transaction(func(m *txnMirror) bool {
+		switch {
+		case m.open && m.err != nil:
+			refused = m.err
+		case m.open:
+			refused = &txnError{class: ErrTransactionState, msg: "BeginTransaction while a transaction is open"}
+		case m.end != nil && !m.end.call.finished():
+			refused = &txnError{class: ErrTransactionState, msg: "BeginTransaction before the last transaction's CommitTransaction or AbortTransaction completed"}
+		}
+		return false
+	})
+	if refused != nil {
+		return refused
 	}
-	p.acc.mu.Unlock()
 	err := p.onSender(func() error { return p.s.txn.begin() })
 	if errors.Is(err, errTxnNeedInit) {
 		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.maxBlock)
@@ -212,10 +212,12 @@ func (p *Producer) SendOffsetsToTransaction(ctx context.Context, group GroupMeta
 	if err := p.txnCheck(ctx); err != nil {
 		return err
 	}
-	p.acc.mu.Lock()
-	m := p.acc.txn
-	open, terr := m.open, m.err
-	p.acc.mu.Unlock()
+	var open bool
+	var terr error
+	p.acc.transaction(func(m *txnMirror) bool {
+		open, terr = m.open, m.err
+		return false
+	})
 	if terr != nil {
 		return terr
 	}
@@ -265,16 +267,22 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 	if err := p.txnCheck(ctx); err != nil {
 		return err
 	}
-	p.acc.mu.Lock()
-	m := p.acc.txn
 	var end *txnEnd
+	again := false
+	flushed := p.acc.transaction(func(m *txnMirror) bool {
+		switch {
+		case m.open:
+			m.open = false
+			end = &txnEnd{commit: true, call: newTxnCall()}
+			m.end = end
+			return true // waits for the records produced before it
+		case m.end != nil && m.end.commit && !m.end.observed:
+			end, again = m.end, true // called again after its ctx ended
+		}
+		return false
+	})
 	switch {
-	case m.open:
-		m.open = false
-		end = &txnEnd{commit: true, call: newTxnCall()}
-		m.end = end
-		flushed := p.startFlushLocked()
-		p.acc.mu.Unlock()
+	case flushed != nil:
 		p.wakeSender()
 		call := end.call
 		if p.cfg.regress.on(txnEndEarly) {
@@ -290,11 +298,8 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 			}
 			p.post(func() { p.s.txn.commit(call) })
 		}()
-	case m.end != nil && m.end.commit && !m.end.observed:
-		end = m.end // called again after its ctx ended
-		p.acc.mu.Unlock()
+	case again:
 	default:
-		p.acc.mu.Unlock()
 		return p.onSender(func() error { return p.s.txn.core.stateErr("commit") })
 	}
 	return p.endResult(ctx, end, "commit transaction")
@@ -304,9 +309,10 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 func (p *Producer) endResult(ctx context.Context, end *txnEnd, what string) error {
 	err := p.await(ctx, end.call, what)
 	if end.call.finished() {
-		p.acc.mu.Lock()
-		end.observed = true
-		p.acc.mu.Unlock()
+		p.acc.transaction(func(*txnMirror) bool {
+			end.observed = true
+			return false
+		})
 	}
 	return err
 }
@@ -326,32 +332,36 @@ func (p *Producer) AbortTransaction(ctx context.Context) error {
 	if err := p.txnCheck(ctx); err != nil {
 		return err
 	}
-	p.acc.mu.Lock()
-	m := p.acc.txn
 	var end *txnEnd
-	switch {
-	case m.end != nil && !m.end.commit && !m.end.observed:
-		end = m.end // called again after its ctx ended
-		p.acc.mu.Unlock()
-	case m.end != nil && m.end.commit && (!m.end.call.finished() || !m.end.observed):
-		p.acc.mu.Unlock()
+	started, committing := false, false
+	p.acc.transaction(func(m *txnMirror) bool {
+		switch {
+		case m.end != nil && !m.end.commit && !m.end.observed:
+			end = m.end // called again after its ctx ended
+		case m.end != nil && m.end.commit && (!m.end.call.finished() || !m.end.observed):
+			committing = true
+		default:
+			m.open = false
+			end = &txnEnd{call: newTxnCall()}
+			m.end = end
+			started = true
+		}
+		return false
+	})
+	if committing {
 		return &txnError{class: ErrTransactionState, msg: "AbortTransaction while CommitTransaction has not returned its outcome: call CommitTransaction again"}
-	default:
-		m.open = false
-		end = &txnEnd{call: newTxnCall()}
-		m.end = end
-		p.acc.mu.Unlock()
+	}
+	if started {
 		call := end.call
 		p.post(func() { p.s.txn.abort(call) })
 	}
 	return p.endResult(ctx, end, "abort transaction")
 }
 
-// produceRefusedLocked is why Produce refuses a record of a transactional
-// producer: outside a transaction, or in one that can only be aborted.
-// Called with acc.mu held.
-func (p *Producer) produceRefusedLocked() error {
-	m := p.acc.txn
+// refused is why Produce refuses a record of a transactional producer:
+// outside a transaction, or in one that can only be aborted. Called with
+// acc.mu held (accumulator.produce).
+func (m *txnMirror) refused() error {
 	if m.err != nil {
 		return m.err
 	}
@@ -364,10 +374,11 @@ func (p *Producer) produceRefusedLocked() error {
 // closeTransaction aborts the open transaction (or the one whose commit
 // failed) before Close, bounded by ctx.
 func (p *Producer) closeTransaction(ctx context.Context) {
-	p.acc.mu.Lock()
-	m := p.acc.txn
-	open := m.open || (m.end != nil && m.end.commit && m.end.call.finished() && m.end.call.err != nil && errors.Is(m.end.call.err, ErrTransactionAbortable))
-	p.acc.mu.Unlock()
+	open := false
+	p.acc.transaction(func(m *txnMirror) bool {
+		open = m.open || (m.end != nil && m.end.commit && m.end.call.finished() && m.end.call.err != nil && errors.Is(m.end.call.err, ErrTransactionAbortable))
+		return false
+	})
 	if !open {
 		return
 	}

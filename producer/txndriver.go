@@ -279,10 +279,10 @@ func (d *txnDriver) begin() error {
 	if err := c.begin(tv); err != nil {
 		return err
 	}
-	p := d.s.p
-	p.acc.mu.Lock()
-	p.acc.txn.open, p.acc.txn.err, p.acc.txn.end = true, nil, nil
-	p.acc.mu.Unlock()
+	d.s.p.acc.transaction(func(m *txnMirror) bool {
+		m.open, m.err, m.end = true, nil, nil // Produce is accepted from now on
+		return false
+	})
 	d.dropped = false
 	d.s.rescan = true
 	return nil
@@ -351,26 +351,23 @@ func (d *txnDriver) abort(call *txnCall) {
 // keep their order within a partition (finish).
 func (d *txnDriver) dropUnsent(cause error) {
 	s := d.s
-	p := s.p
-	p.acc.mu.Lock()
-	for _, t := range p.acc.topics {
-		for _, w := range t.waiting {
-			p.failRecordLocked(w.pendingRecord, &DeliveryError{Topic: t.name, Partition: -1, BaseSequence: -1, Err: cause})
-		}
-		clear(t.waiting)
-		t.waiting = t.waiting[:0]
-		for _, ps := range t.parts {
-			for len(ps.retry) > 0 && !s.cfg.regress.on(txnSendsAbortOnly) {
-				b := ps.retry[0]
-				s.failBatch(b, d.drainCause(b.lastErr), b.maybeWritten)
+	s.p.acc.locked(func(v accHeld) {
+		v.topics(func(t *topicState) {
+			v.dropWaiting(t, func(*waitingRecord) error {
+				return &DeliveryError{Topic: t.name, Partition: -1, BaseSequence: -1, Err: cause}
+			})
+			for _, ps := range t.parts {
+				for len(ps.retry) > 0 && !s.cfg.regress.on(txnSendsAbortOnly) {
+					b := ps.retry[0]
+					s.failBatch(b, d.drainCause(b.lastErr), b.maybeWritten)
+				}
+				s.takeUnsent(v, ps)
+				for len(ps.queue) > 0 {
+					s.failBatch(s.popQueue(ps), cause, false)
+				}
 			}
-			s.takeUnsentLocked(ps)
-			for len(ps.queue) > 0 {
-				s.failBatch(s.popQueue(ps), cause, false)
-			}
-		}
-	}
-	p.acc.mu.Unlock()
+		})
+	})
 }
 
 // --- the loop ----------------------------------------------------------------
@@ -421,10 +418,10 @@ func (d *txnDriver) settle() {
 	c := d.core
 	switch c.state {
 	case txnAbortableError, txnFenced, txnFatalError:
-		p := d.s.p
-		p.acc.mu.Lock()
-		p.acc.txn.err = c.err
-		p.acc.mu.Unlock()
+		d.s.p.acc.transaction(func(m *txnMirror) bool {
+			m.err = c.err // Produce refuses with it
+			return false
+		})
 		if !d.dropped {
 			d.dropped = true
 			d.dropUnsent(c.err)
@@ -507,18 +504,18 @@ func (d *txnDriver) identity(fromInit bool, rearm bool) {
 		s.renumber() // the bug's renumbering of what waits for retry
 	}
 	var rearmed []*partitionState
-	p.acc.mu.Lock()
-	for _, t := range p.acc.topics {
-		for _, ps := range t.parts {
-			if !renumbered {
-				ps.nextSeq = 0
+	p.acc.locked(func(v accHeld) {
+		v.topics(func(t *topicState) {
+			for _, ps := range t.parts {
+				if !renumbered {
+					ps.nextSeq = 0
+				}
+				if !fromInit && rearm && d.rearmGate(ps) {
+					rearmed = append(rearmed, ps)
+				}
 			}
-			if !fromInit && rearm && d.rearmGate(ps) {
-				rearmed = append(rearmed, ps)
-			}
-		}
-	}
-	p.acc.mu.Unlock()
+		})
+	})
 	if fromInit {
 		p.limiter.ResetAll()
 	}
