@@ -38,7 +38,7 @@ type accumulator struct {
 
 	mu sync.Mutex // guards the following
 
-	topics     map[string]*topicState
+	topics     map[string]*topicBuf
 	pc         produceCache  // Produce's from one record to the next
 	active     []*partBuf    // partitions holding buffered batches (pruned by expire's walks)
 	opened     []openedBatch // open batches in the order they opened, for their linger (sendReady), from openedHead
@@ -59,19 +59,32 @@ type accumulator struct {
 	txn *txnMirror
 }
 
-// topicState is what the producer knows of one topic. Fields are guarded by
-// acc.mu unless marked.
-type topicState struct {
-	name    string
-	id      [16]byte          // topic ID from Metadata v10+, for Produce v13+
-	parts   []*partitionState // the sender's half of each partition; nil until metadata names the partitions
-	bufs    []*partBuf        // the accumulator's half, aligned with parts
-	waiting []waitingRecord   // records produced before parts was known
-	lastErr error             // last metadata error for this topic
-	used    time.Time         // last new batch or waiting record, for metadata.max.idle.ms
+// topicBuf is one topic in the accumulator: where its records go. Produce
+// creates it (with its topicState) the first time it names the topic, and
+// it is never removed.
+type topicBuf struct {
+	ts *topicState // the topic's sender half, fixed at creation
+
+	// acc.mu guards the following.
+	bufs    []*partBuf      // each partition's accumulator half; nil until metadata names the partitions
+	waiting []waitingRecord // records produced before bufs was known
+	used    time.Time       // last new batch or waiting record, for metadata.max.idle.ms
 	sticky  stickyPartitioner
+}
+
+// topicState is one topic as the sender goroutine keeps it: what metadata
+// answers said of it, and its partitions' sender halves. The sender
+// goroutine alone writes it, so it reads it without a lock; the
+// accumulator reads only name (fixed) and limit (atomics).
+type topicState struct {
+	name  string
+	buf   *topicBuf         // the topic's accumulator half, fixed at creation
+	id    [16]byte          // topic ID from Metadata v10+, for Produce v13+
+	parts []*partitionState // each partition's sender half, aligned with buf.bufs; nil until metadata names the partitions
+	// lastErr is the last metadata error for this topic.
+	lastErr error
 	limit   batchLimit // its largest batch as learned from the broker (topiclimit.go)
-	// recreated counts the re-creations seen (topicRecreatedLocked), so
+	// recreated counts the re-creations seen (topicRecreated), so
 	// read-back knows a batch's offsets may span two logs.
 	recreated uint32
 }
@@ -164,7 +177,7 @@ type partBuf struct {
 }
 
 // partitionState is one partition as the sender goroutine keeps it: its
-// queue of sealed batches taken from the accumulator (takeSealedLocked,
+// queue of sealed batches taken from the accumulator (takeSealed,
 // once per pass), what is in flight and waiting for retry, and its place
 // in the sender's sets. Only the sender goroutine writes it, so choosing
 // and sending batches takes no lock; the atomics are what other
@@ -352,8 +365,8 @@ func recordMemory(r *Record) int {
 type produceCache struct {
 	// topic is the last record's topic. Most producers write one topic or
 	// a few, and the map lookup hashed the name for every record; a
-	// topicState is never removed from Producer.topics, so it stays valid.
-	topic *topicState
+	// topicBuf is never removed from accumulator.topics, so it stays valid.
+	topic *topicBuf
 	// clockBase is the time.Now reading that record timestamps are taken
 	// from (see now).
 	clockBase time.Time
@@ -372,7 +385,7 @@ const clockRebase = 100 * time.Millisecond
 // which is cheaper, for every record that leaves its timestamp zero. The
 // two differ only by wall-clock adjustments made
 // since clockBase was read, and clockBase is read again when a batch
-// opens (placeLocked) and at least every clockRebase: NTP's slew (at most
+// opens (place) and at least every clockRebase: NTP's slew (at most
 // 500 ppm) moves the wall clock by 50 us in that time, below the
 // millisecond Kafka's CreateTime keeps, and a step is caught at the next
 // reading.
@@ -386,27 +399,28 @@ func (c *produceCache) now() time.Time {
 	return c.clockBase
 }
 
-func (a *accumulator) topic(name string) *topicState {
-	if t := a.pc.topic; t != nil && t.name == name {
+func (a *accumulator) topic(name string) *topicBuf {
+	if t := a.pc.topic; t != nil && t.ts.name == name {
 		return t
 	}
 	t := a.topics[name]
 	if t == nil {
-		t = &topicState{name: name, sticky: stickyPartitioner{current: -1, rand: a.cfg.rand.part}}
+		t = &topicBuf{sticky: stickyPartitioner{current: -1, rand: a.cfg.rand.part}}
+		t.ts = &topicState{name: name, buf: t}
 		a.topics[name] = t
 	}
 	a.pc.topic = t
 	return t
 }
 
-// appendLocked places an accepted record in its partition's open batch, or
+// append places an accepted record in its partition's open batch, or
 // parks it until the topic's partitions are known. Called with acc.mu held.
 func (a *accumulator) append(r *Record, cb Callback, size int) error {
 	if r.Timestamp.IsZero() {
 		r.Timestamp = a.pc.now()
 	}
 	t := a.topic(r.Topic)
-	if t.parts == nil {
+	if t.bufs == nil {
 		if len(t.waiting) == 0 {
 			a.wantMetadata()
 		}
@@ -429,15 +443,15 @@ func (a *accumulator) append(r *Record, cb Callback, size int) error {
 	return nil
 }
 
-func (a *accumulator) place(t *topicState, pr pendingRecord, d *copiedBytes, extra int, now time.Time) error {
-	n := int32(len(t.parts))
+func (a *accumulator) place(t *topicBuf, pr pendingRecord, d *copiedBytes, extra int, now time.Time) error {
+	n := int32(len(t.bufs))
 	r := pr.rec
 	var idx int32
 	sticky := false
 	switch {
 	case r.fixedPartition:
 		if r.partition < 0 || r.partition >= n {
-			return fmt.Errorf("%w: topic %s has partitions 0..%d, asked for %d", ErrInvalidRecord, t.name, n-1, r.partition)
+			return fmt.Errorf("%w: topic %s has partitions 0..%d, asked for %d", ErrInvalidRecord, t.ts.name, n-1, r.partition)
 		}
 		idx = r.partition
 	case a.cfg.partitioner != nil: // one nil check on the default path
@@ -556,7 +570,7 @@ func (a *accumulator) wakeForLinger(now time.Time) {
 // partitioner.availability.timeout.ms, a partition whose queue has waited
 // longer than that with nothing sent counts as more queued than any other
 // (unavailable), so it is chosen only when every partition looked at is.
-func (a *accumulator) queuedFunc(t *topicState) func(int32) int {
+func (a *accumulator) queuedFunc(t *topicBuf) func(int32) int {
 	if !a.cfg.adaptive {
 		return nil
 	}
@@ -606,7 +620,7 @@ func (a *accumulator) maxBatchBody() int {
 	return min(a.cfg.batchSize, a.cfg.maxRequestSize) - protocol.RecordBatchOverhead
 }
 
-// sealLocked closes pb's open batch for new records and queues it.
+// seal closes pb's open batch for new records and queues it.
 func (a *accumulator) seal(pb *partBuf) {
 	b := pb.open
 	if b == nil {
@@ -656,13 +670,11 @@ func (pb *partBuf) takeSealed(q []*batch) []*batch {
 	return q
 }
 
-// setPartitions installs a topic's partition list from metadata and
-// places the records that were waiting for it.
-func (a *accumulator) setPartitions(t *topicState, count int32, now time.Time) {
-	for i := int32(len(t.parts)); i < count; i++ {
-		ps := &partitionState{topic: t, id: i, admission: a.limiter.Partition(t.name, i)}
-		ps.buf = &partBuf{ps: ps}
-		t.parts = append(t.parts, ps)
+// addPartitions takes t's new partitions (their accumulator halves, in
+// order after the ones it has) and places the records that were waiting
+// for them.
+func (a *accumulator) addPartitions(t *topicBuf, added []*partitionState, now time.Time) {
+	for _, ps := range added {
 		t.bufs = append(t.bufs, ps.buf)
 	}
 	waiting := t.waiting
@@ -670,7 +682,7 @@ func (a *accumulator) setPartitions(t *topicState, count int32, now time.Time) {
 	var flushNow []*partBuf // hold records a Flush waits for
 	for _, w := range waiting {
 		pr := w.pendingRecord
-		pr.size -= w.extra // the batch holds the extra (placeLocked), the record its size
+		pr.size -= w.extra // the batch holds the extra (place), the record its size
 		if err := a.place(t, pr, w.data, w.extra, now); err != nil {
 			a.failRecord(w.pendingRecord, err)
 			continue
@@ -686,9 +698,9 @@ func (a *accumulator) setPartitions(t *topicState, count int32, now time.Time) {
 
 // failWaiting fails every record waiting for t's partitions with
 // ErrTopicMetadata and cause (a metadata error that retrying cannot fix).
-func (a *accumulator) failWaiting(t *topicState, cause error) {
+func (a *accumulator) failWaiting(t *topicBuf, cause error) {
 	for _, pr := range t.waiting {
-		a.failRecord(pr.pendingRecord, &DeliveryError{Topic: t.name, Partition: -1, BaseSequence: -1,
+		a.failRecord(pr.pendingRecord, &DeliveryError{Topic: t.ts.name, Partition: -1, BaseSequence: -1,
 			Err: fmt.Errorf("%w: %w", ErrTopicMetadata, cause)})
 	}
 	clear(t.waiting)
@@ -819,29 +831,54 @@ func (v accHeld) sealAll() {
 // topics calls f for every topic Produce named.
 func (v accHeld) topics(f func(t *topicState)) {
 	for _, t := range v.a.topics {
-		f(t)
+		f(t.ts)
 	}
 }
 
 // topic is the topic named name, nil if Produce never named it.
-func (v accHeld) topic(name string) *topicState { return v.a.topics[name] }
+func (v accHeld) topic(name string) *topicState {
+	if t := v.a.topics[name]; t != nil {
+		return t.ts
+	}
+	return nil
+}
+
+// partition is the sender half of partition i of the topic named name,
+// nil if no metadata named it.
+func (v accHeld) partition(name string, i int32) *partitionState {
+	if t := v.a.topics[name]; t != nil && i >= 0 && int(i) < len(t.bufs) {
+		return t.bufs[i].ps
+	}
+	return nil
+}
+
+// partitions calls f for every partition metadata named, topic by topic
+// (in no set order).
+func (v accHeld) partitions(f func(ps *partitionState)) {
+	for _, t := range v.a.topics {
+		for _, pb := range t.bufs {
+			f(pb.ps)
+		}
+	}
+}
 
 // used is when t last opened a batch or took a waiting record.
-func (v accHeld) used(t *topicState) time.Time { return t.used }
+func (v accHeld) used(t *topicState) time.Time { return t.buf.used }
 
 // waiting reports how many records wait for t's partitions, and when the
 // oldest was accepted.
 func (v accHeld) waiting(t *topicState) (n int, oldest time.Time) {
-	if len(t.waiting) == 0 {
-		return 0, time.Time{}
+	if w := t.buf.waiting; len(w) > 0 {
+		return len(w), w[0].at
 	}
-	return len(t.waiting), t.waiting[0].at
+	return 0, time.Time{}
 }
 
 // dropWaiting fails each record waiting for t's partitions for which fail
 // returns an error, with that error, and keeps the others in order. fail
 // may change the record's size (what its callback gives back).
-func (v accHeld) dropWaiting(t *topicState, fail func(w *waitingRecord) error) {
+func (v accHeld) dropWaiting(ts *topicState, fail func(w *waitingRecord) error) {
+	t := ts.buf
 	keep := t.waiting[:0]
 	for _, w := range t.waiting {
 		if err := fail(&w); err != nil {
@@ -855,7 +892,7 @@ func (v accHeld) dropWaiting(t *topicState, fail func(w *waitingRecord) error) {
 }
 
 // failWaiting fails every record waiting for t's partitions (failWaiting).
-func (v accHeld) failWaiting(t *topicState, cause error) { v.a.failWaiting(t, cause) }
+func (v accHeld) failWaiting(t *topicState, cause error) { v.a.failWaiting(t.buf, cause) }
 
 // failRecord fails an accepted record that is in no batch.
 func (v accHeld) failRecord(pr pendingRecord, err error) { v.a.failRecord(pr, err) }
@@ -866,22 +903,21 @@ func (v accHeld) setRacks(res *protocol.MetadataResult) { v.a.setRacks(res) }
 // noteLeaders keeps t's leaders from a metadata answer for the sticky
 // partitioner.
 func (v accHeld) noteLeaders(t *topicState, parts []protocol.PartitionMetadata, brokers map[int32]string) {
-	v.a.noteLeaders(t, parts, brokers)
+	v.a.noteLeaders(t.buf, parts, brokers)
 }
 
-// setPartitions grows t to count partitions and places the records that
-// waited for them.
-func (v accHeld) setPartitions(t *topicState, count int32, now time.Time) {
-	v.a.setPartitions(t, count, now)
+// addPartitions takes t's new partitions, in order after the ones it
+// has, and places the records that waited for them (addPartitions).
+func (v accHeld) addPartitions(t *topicState, added []*partitionState, now time.Time) {
+	v.a.addPartitions(t.buf, added, now)
 }
 
 // truncate drops t's partitions from count on (the topic was re-created
 // with fewer); their contents were taken (takeUnsent) already.
 func (v accHeld) truncate(t *topicState, count int32) {
-	clear(t.parts[count:])
-	t.parts = t.parts[:count]
-	clear(t.bufs[count:])
-	t.bufs = t.bufs[:count]
+	b := t.buf
+	clear(b.bufs[count:])
+	b.bufs = b.bufs[:count]
 }
 
 // holds reports whether ps has an open batch or queued batches (sealed

@@ -317,7 +317,7 @@ func (s *sender) applyTopics(v accHeld, res *protocol.MetadataResult, now time.T
 		t.id = tm.ID
 		v.noteLeaders(t, tm.Partitions, res.Brokers)
 		if count > int32(len(t.parts)) {
-			v.setPartitions(t, count, now)
+			s.addPartitions(v, t, count, now)
 			changed = true
 		}
 		for _, pm := range tm.Partitions {
@@ -346,6 +346,19 @@ func (s *sender) applyTopics(v accHeld, res *protocol.MetadataResult, now time.T
 		}
 	})
 	return leaders, again, changed
+}
+
+// addPartitions grows t to count partitions from metadata: their sender
+// halves here, their accumulator halves in the accumulator, which places
+// the records that were waiting for them.
+func (s *sender) addPartitions(v accHeld, t *topicState, count int32, now time.Time) {
+	from := len(t.parts)
+	for i := int32(from); i < count; i++ {
+		ps := &partitionState{topic: t, id: i, admission: s.p.limiter.Partition(t.name, i)}
+		ps.buf = &partBuf{ps: ps}
+		t.parts = append(t.parts, ps)
+	}
+	v.addPartitions(t, t.parts[from:], now)
 }
 
 // partitionsHold reports whether any of t's partitions holds records.

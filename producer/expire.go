@@ -100,7 +100,7 @@ func (s *sender) expire(now time.Time) (next time.Time) {
 	}
 	// Retried batches have sequence numbers: failing one leaves a gap, so
 	// the epoch is bumped before the partition sends again. s.active holds
-	// every partition with a batch waiting for retry (takeSealedLocked).
+	// every partition with a batch waiting for retry (takeSealed).
 	s.pruneActive()
 	for _, ps := range s.active.members() {
 		fatal := s.partitionFatal(ps, idFatal)

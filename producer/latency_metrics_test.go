@@ -183,7 +183,7 @@ func batchBuffers(p *Producer) int64 {
 			}
 		}
 		for _, t := range p.acc.topics {
-			for _, ps := range t.parts {
+			for _, ps := range t.ts.parts {
 				add(ps.buf.open)
 				add(ps.buf.sealed...)
 				add(ps.queue...)

@@ -90,7 +90,7 @@ func onSender(p *Producer, f func(s *sender)) {
 // partitionLeader is the leader and epoch the sender holds for t[0].
 func partitionLeader(p *Producer) (leader, epoch int32) {
 	onSender(p, func(s *sender) {
-		ps := s.p.acc.topics["t"].parts[0]
+		ps := s.p.acc.topics["t"].ts.parts[0]
 		leader, epoch = ps.admission.Leader()
 	})
 	return leader, epoch
@@ -124,7 +124,7 @@ func TestLeaderEpochDoesNotPinUnreachable(t *testing.T) {
 		c.SetRTT(0, time.Millisecond)
 		p := memProducer(t, c, n, DeliveryTimeout(5*time.Second))
 		require.NoError(t, p.ProduceSync(t.Context(), &Record{Topic: "t", Value: []byte("a")})[0].Err)
-		onSender(p, func(s *sender) { s.updateLeader(s.p.acc.topics["t"].parts[0], 9, 5) })
+		onSender(p, func(s *sender) { s.updateLeader(s.p.acc.topics["t"].ts.parts[0], 9, 5) })
 		before := c.MetadataRequests()
 		start := time.Now()
 		res := p.ProduceSync(t.Context(), &Record{Topic: "t", Value: []byte("b")})
@@ -150,7 +150,7 @@ func TestUnchangedMetadataBacksOff(t *testing.T) {
 		require.NoError(t, p.ProduceSync(t.Context(), &Record{Topic: "t", Value: []byte("a")})[0].Err)
 		leader, epoch := partitionLeader(p)
 		var id [16]byte
-		onSender(p, func(s *sender) { id = s.p.acc.topics["t"].id })
+		onSender(p, func(s *sender) { id = s.p.acc.topics["t"].ts.id })
 		same := func() *protocol.MetadataResult {
 			return &protocol.MetadataResult{Brokers: map[int32]string{0: c.Addr()}, ControllerID: 0,
 				Topics: map[string]protocol.TopicMetadata{"t": {ID: id, Partitions: []protocol.PartitionMetadata{{Partition: 0, Leader: leader, LeaderEpoch: epoch}}}}}

@@ -98,7 +98,7 @@ func (a *accumulator) setRacks(res *protocol.MetadataResult) {
 
 // noteLeaders keeps t's leaders from a metadata answer for
 // stickyAmong. Called with acc.mu held.
-func (a *accumulator) noteLeaders(t *topicState, parts []protocol.PartitionMetadata, brokers map[int32]string) {
+func (a *accumulator) noteLeaders(t *topicBuf, parts []protocol.PartitionMetadata, brokers map[int32]string) {
 	s := &t.sticky
 	s.leaders = s.leaders[:0]
 	for _, pm := range parts {
@@ -121,22 +121,22 @@ func (a *accumulator) noteLeaders(t *topicState, parts []protocol.PartitionMetad
 // traffic stays in its rack (availability zone) where it can. It is
 // recomputed only after a leader or a rack changed; a sticky partition no
 // longer in it is left at once. Called with acc.mu held.
-func (a *accumulator) stickyAmong(t *topicState) []int32 {
+func (a *accumulator) stickyAmong(t *topicBuf) []int32 {
 	s := &t.sticky
 	g := a.leadersGen.Load() // before the leaders: a change after this load moves it again
-	if s.set && s.gen == g && s.count == len(t.parts) {
+	if s.set && s.gen == g && s.count == len(t.bufs) {
 		return s.among
 	}
 	rack := a.cfg.preferRack()
 	leader := func(i int) int32 {
-		l := t.parts[i].leader()
+		l := t.bufs[i].ps.leader()
 		if l < 0 && i < len(s.leaders) {
 			l = s.leaders[i]
 		}
 		return l
 	}
 	led, inRack := 0, 0
-	for i := range t.parts {
+	for i := range t.bufs {
 		if l := leader(i); l >= 0 {
 			led++
 			if rack && a.racks[l] == a.cfg.clientRack {
@@ -145,14 +145,14 @@ func (a *accumulator) stickyAmong(t *topicState) []int32 {
 		}
 	}
 	s.among = s.among[:0]
-	if inRack > 0 || led > 0 && led < len(t.parts) {
-		for i := range t.parts {
+	if inRack > 0 || led > 0 && led < len(t.bufs) {
+		for i := range t.bufs {
 			if l := leader(i); l >= 0 && (inRack == 0 || a.racks[l] == a.cfg.clientRack) {
 				s.among = append(s.among, int32(i))
 			}
 		}
 	}
-	s.gen, s.count, s.set = g, len(t.parts), true
+	s.gen, s.count, s.set = g, len(t.bufs), true
 	if s.current >= 0 && len(s.among) > 0 && !slices.Contains(s.among, s.current) {
 		s.current = -1
 	}
@@ -161,13 +161,13 @@ func (a *accumulator) stickyAmong(t *topicState) []int32 {
 
 // stickyPick is t's sticky partition, chosen among stickyAmong's.
 // Called with acc.mu held.
-func (a *accumulator) stickyPick(t *topicState, n int32) int32 {
+func (a *accumulator) stickyPick(t *topicBuf, n int32) int32 {
 	return t.sticky.pick(n, a.stickyAmong(t))
 }
 
 // stickyMove moves t's sticky partition on (move), among stickyAmong's.
 // Called with acc.mu held.
-func (a *accumulator) stickyMove(t *topicState, n int32) {
+func (a *accumulator) stickyMove(t *topicBuf, n int32) {
 	t.sticky.move(n, a.queuedFunc(t), a.stickyAmong(t))
 }
 
@@ -190,7 +190,7 @@ func (s *stickyPartitioner) pick(numPartitions int32, among []int32) int32 {
 // boundary (the record filled its batch), or at twice batchSize whatever
 // the batch, as Java does. Moving only at a boundary leaves no partly
 // filled batch behind; a record that would open a batch on a partition
-// already due moves it first (placeLocked, via due), so it is not left
+// already due moves it first (place, via due), so it is not left
 // alone in a batch either. A batch sealed by linger or Flush does not
 // move it (the partitioner before KIP-794 did, which gave a partition on a
 // slow broker, with fuller lingered batches, more of the data).

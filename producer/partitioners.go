@@ -266,18 +266,18 @@ func (c *config) resolvePartitioner() error {
 // resolving StickyPartition to t's sticky partition, chosen from among
 // when it names any (stickyAmong; sticky says so); its error names the
 // topic and what was returned. Called with acc.mu held.
-func placeWith(pt Partitioner, t *topicState, r *Record, n int32, among []int32) (idx int32, sticky bool, err error) {
+func placeWith(pt Partitioner, t *topicBuf, r *Record, n int32, among []int32) (idx int32, sticky bool, err error) {
 	if _, ok := pt.(randomPartitioner); ok {
 		return t.sticky.rand.Int32N(n), false, nil // the producer's source (randSources), not math/rand
 	}
 	idx, err = callPartitioner(pt, r, n)
 	switch {
 	case err != nil:
-		return 0, false, fmt.Errorf("%w: partitioner %T for topic %s: %w", ErrInvalidRecord, pt, t.name, err)
+		return 0, false, fmt.Errorf("%w: partitioner %T for topic %s: %w", ErrInvalidRecord, pt, t.ts.name, err)
 	case idx == StickyPartition:
 		return t.sticky.pick(n, among), true, nil
 	case idx < 0 || idx >= n:
-		return 0, false, fmt.Errorf("%w: partitioner %T returned partition %d; topic %s has partitions 0..%d", ErrInvalidRecord, pt, idx, t.name, n-1)
+		return 0, false, fmt.Errorf("%w: partitioner %T returned partition %d; topic %s has partitions 0..%d", ErrInvalidRecord, pt, idx, t.ts.name, n-1)
 	}
 	return idx, false, nil
 }

@@ -136,7 +136,7 @@ func TestReadbackWaitsForK(t *testing.T) {
 		ch := make(chan seen)
 		p.post(func() {
 			s := p.s
-			ps := p.acc.topics["t"].parts[0]
+			ps := p.acc.topics["t"].ts.parts[0]
 			pr := &kProbe{}
 			b := &batch{part: ps, attempts: 1, kProbe: pr}
 			j := &settleJob{b: b, fence: -1, since: time.Now(), deadline: time.Now()}

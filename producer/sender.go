@@ -57,7 +57,7 @@ type sender struct {
 	byID     []*nodeState // nodes in id order (node), for loops whose order changes what is sent
 	nodeList []*nodeState
 
-	active      partSet           // partitions whose batches the sender took (takeSealedLocked), until pruneActive finds them empty
+	active      partSet           // partitions whose batches the sender took (takeSealed), until pruneActive finds them empty
 	lingering   partSet           // partitions whose batch stayed open past its linger (lingeredKeptOpen)
 	ready       partSet           // partitions to visit in the next pass (markReady)
 	visit       []*partitionState // scratch: ready as taken by a pass

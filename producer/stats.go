@@ -125,21 +125,19 @@ func (p *Producer) Stats() Stats {
 	st.BufferedBytes = p.mem.Held()
 	p.acc.locked(func(v accHeld) {
 		st.BufferedRecords = v.outstanding()
-		v.topics(func(t *topicState) {
-			for _, ps := range t.parts {
-				limit, inFlight, state := p.limiter.Snapshot(ps.admission)
-				st.Partitions = append(st.Partitions, PartitionStats{
-					Topic:          t.name,
-					Partition:      ps.id,
-					Leader:         ps.leader(),
-					Limit:          limit,
-					InFlight:       inFlight,
-					Gated:          state == inflight.Gated || state == inflight.DrainingGated,
-					Draining:       state == inflight.Draining || state == inflight.DrainingGated,
-					BatchesSent:    ps.sent.Load(),
-					BatchesRetried: ps.retried.Load(),
-				})
-			}
+		v.partitions(func(ps *partitionState) {
+			limit, inFlight, state := p.limiter.Snapshot(ps.admission)
+			st.Partitions = append(st.Partitions, PartitionStats{
+				Topic:          ps.topic.name,
+				Partition:      ps.id,
+				Leader:         ps.leader(),
+				Limit:          limit,
+				InFlight:       inFlight,
+				Gated:          state == inflight.Gated || state == inflight.DrainingGated,
+				Draining:       state == inflight.Draining || state == inflight.DrainingGated,
+				BatchesSent:    ps.sent.Load(),
+				BatchesRetried: ps.retried.Load(),
+			})
 		})
 	})
 	p.mu.Lock()
@@ -164,8 +162,8 @@ func (p *Producer) Stats() Stats {
 func (p *Producer) InFlightLimit(topic string, partition int32) int {
 	limit := inflight.DefaultWindow
 	p.acc.locked(func(v accHeld) {
-		if t := v.topic(topic); t != nil && partition >= 0 && int(partition) < len(t.parts) {
-			limit = p.limiter.Limit(t.parts[partition].admission)
+		if ps := v.partition(topic, partition); ps != nil {
+			limit = p.limiter.Limit(ps.admission)
 		}
 	})
 	return limit

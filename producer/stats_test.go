@@ -227,7 +227,7 @@ func (f recordDoneFunc) OnRecordDone(r *Record, err error) { f(r, err) }
 // Draining, InFlight counts them, and nothing is sent (neither the retry
 // nor a record produced meanwhile); once they are back it is Gated, not
 // Draining, with one batch in flight until an ack opens it. A reset while
-// it drains (what a re-created topic does, topicRecreatedLocked) arms the
+// it drains (what a re-created topic does, topicRecreated) arms the
 // gate at once: Gated and Draining together.
 func TestPartitionStatsDraining(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -264,7 +264,7 @@ func TestPartitionStatsDraining(t *testing.T) {
 				// Produced while draining: it waits too.
 				p.Produce(t.Context(), toPartition("t", 0, []byte("meanwhile")), done)
 				p.acc.mu.Lock()
-				adm := p.acc.topics["t"].parts[0].admission
+				adm := p.acc.topics["t"].ts.parts[0].admission
 				p.acc.mu.Unlock()
 				p.limiter.Reset(adm)
 				reset = true

@@ -18,7 +18,7 @@ import (
 // two (target), so a topic whose limit is below batch.size is split once,
 // not on every batch.
 //
-// The sender goroutine alone writes it; placeLocked reads it under
+// The sender goroutine alone writes it; place reads it under
 // acc.mu. A reader may see refused and taken from different updates:
 // each is a bound on its own, so the target is still one that a batch
 // between them would take.
@@ -109,7 +109,7 @@ func (a *accumulator) limitFresh(since int64) bool {
 // that goes in a batch of its own, which the broker takes or refuses: a
 // record is never failed on a remembered answer, since the topic's limit
 // may have been raised since. Called with acc.mu held.
-func (a *accumulator) batchTarget(t *topicState) int {
-	target, _ := t.limit.target(a.cfg.batchSize, a.limitFresh)
+func (a *accumulator) batchTarget(t *topicBuf) int {
+	target, _ := t.ts.limit.target(a.cfg.batchSize, a.limitFresh)
 	return target
 }

@@ -13,7 +13,7 @@ import (
 // possibly fewer partitions. Growth needs nothing special: applyMetadata
 // adds the new partitions and placement maps over the current count.
 
-// topicRecreatedLocked handles a topic whose id changed to a new one with
+// topicRecreated handles a topic whose id changed to a new one with
 // count partitions. Every partition is a new, empty log without our
 // producer state: its next batch goes alone (the first-batch gate) and any
 // leader epoch is news, since a new topic counts epochs from 0 again.
@@ -49,6 +49,8 @@ func (s *sender) topicRecreated(v accHeld, t *topicState, count int32) {
 	for _, ps := range t.parts[count:] {
 		s.dropPartition(v, ps, fmt.Errorf("%w: %s[%d], the topic now has %d partition(s)", ErrPartitionGone, t.name, ps.id, count))
 	}
+	clear(t.parts[count:])
+	t.parts = t.parts[:count]
 	v.truncate(t, count)
 }
 

@@ -112,7 +112,7 @@ func txnTP(ps *partitionState) protocol.TopicPartition {
 
 // --- the sender's batch events -------------------------------------------
 
-// queued records that the sender took these sealed batches of ps (takeSealedLocked).
+// queued records that the sender took these sealed batches of ps (takeSealed).
 // Called with acc.mu held.
 func (d *txnDriver) queued(ps *partitionState, bs []*batch) {
 	n := 0
