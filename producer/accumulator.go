@@ -40,10 +40,10 @@ type accumulator struct {
 
 	topics     map[string]*topicBuf
 	pc         produceCache  // Produce's from one record to the next
-	active     []*partBuf    // partitions holding buffered batches (pruned by expire's walks)
+	active     bufSet        // partitions holding buffered batches (pruned by expire's walks)
 	opened     []openedBatch // open batches in the order they opened, for their linger (sendReady), from openedHead
 	openedHead int
-	sealedIn   []*partBuf // partitions with sealed batches for the sender (partBuf.sealed)
+	sealedIn   bufSet // partitions with sealed batches for the sender (partBuf.sealed)
 	closed     bool
 	racks      map[int32]string // each broker's rack, from metadata (partitioner.rack.aware)
 
@@ -171,8 +171,7 @@ type partBuf struct {
 	open       *batch   // accepting records
 	sealed     []*batch // full or lingered since the sender's last pass, oldest first
 	openGen    uint32   // moves when a batch opens or is sealed: names the open batch (partitionState.lingerHeld)
-	inActive   bool     // listed in accumulator.active
-	inSealedIn bool     // listed in accumulator.sealedIn
+	member     setBit   // the accumulator's sets listing it (bufSet's own)
 	bigBatches bool     // its last sealed batch used more than keepBuffer bytes; see newBatch
 }
 
@@ -510,10 +509,7 @@ func (a *accumulator) place(t *topicBuf, pr pendingRecord, d *copiedBytes, extra
 		if !a.cfg.regress.on(keepHeldMark) {
 			pb.openGen++ // a new batch: its linger is looked at afresh (partitionState.lingerHeld)
 		}
-		if !pb.inActive {
-			pb.inActive = true
-			a.active = append(a.active, pb)
-		}
+		a.active.add(pb)
 		a.opened = append(a.opened, openedBatch{pb: pb, created: now})
 		a.wakeForLinger(now)
 	}
@@ -631,10 +627,7 @@ func (a *accumulator) seal(pb *partBuf) {
 	pb.bigBatches = b.builder.Cap()-b.builder.Free() > keepBuffer
 	a.settleMemory(b)
 	pb.sealed = append(pb.sealed, b)
-	if !pb.inSealedIn {
-		pb.inSealedIn = true
-		a.sealedIn = append(a.sealedIn, pb)
-	}
+	a.sealedIn.add(pb)
 	a.wake()
 }
 
@@ -823,7 +816,7 @@ func (v accHeld) closed() bool { return v.a.closed }
 
 // sealAll seals every open batch (Close: nothing lingers any more).
 func (v accHeld) sealAll() {
-	for _, pb := range v.a.active {
+	for _, pb := range v.a.active.members() {
 		v.a.seal(pb)
 	}
 }
@@ -990,44 +983,28 @@ func (v accHeld) lingerEnded(now time.Time, next *time.Time, f func(ps *partitio
 
 // sealedIn is how many partitions hold batches sealed since the last
 // takeAllSealed.
-func (v accHeld) sealedIn() int { return len(v.a.sealedIn) }
+func (v accHeld) sealedIn() int { return v.a.sealedIn.len() }
 
 // takeAllSealed calls take for every partition holding sealed batches,
 // and forgets the list.
 func (v accHeld) takeAllSealed(take func(ps *partitionState)) {
-	a := v.a
-	for i, pb := range a.sealedIn {
-		pb.inSealedIn = false
-		take(pb.ps)
-		a.sealedIn[i] = nil
-	}
-	a.sealedIn = a.sealedIn[:0]
+	v.a.sealedIn.drain(func(pb *partBuf) { take(pb.ps) })
 }
 
 // anyActive reports whether some partition holds an open or sealed batch
 // (as listed: expire's walk prunes the list).
-func (v accHeld) anyActive() bool { return len(v.a.active) > 0 }
+func (v accHeld) anyActive() bool { return v.a.active.len() > 0 }
 
 // walkActive calls f for every partition listed as holding an open or
 // sealed batch; a partition f reports as holding none any more leaves the
 // list (an open batch lists it again).
 func (v accHeld) walkActive(f func(ps *partitionState) (holds bool)) {
-	a := v.a
-	keep := a.active[:0]
-	for _, pb := range a.active {
-		if !f(pb.ps) {
-			pb.inActive = false
-			continue
-		}
-		keep = append(keep, pb)
-	}
-	clear(a.active[len(keep):])
-	a.active = keep
+	v.a.active.keep(func(pb *partBuf) bool { return f(pb.ps) })
 }
 
 // forgetActive empties the list of partitions holding batches (Close,
 // once it failed them all).
-func (v accHeld) forgetActive() { v.a.active = nil }
+func (v accHeld) forgetActive() { v.a.active.keep(func(*partBuf) bool { return false }) }
 
 // outstanding is how many accepted records are not yet called back.
 func (v accHeld) outstanding() int64 {

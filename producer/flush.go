@@ -74,7 +74,7 @@ func (a *accumulator) startFlush() <-chan struct{} {
 	g := a.gen
 	a.gen++
 	a.flushedGen, a.flushed = g, true
-	for _, ps := range a.active {
+	for _, ps := range a.active.members() {
 		a.seal(ps)
 	}
 	done := make(chan struct{})

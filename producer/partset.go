@@ -48,16 +48,23 @@ func (s *partSet) members() []*partitionState { return s.list }
 
 // keep drops, in order, the partitions for which f reports false.
 func (s *partSet) keep(f func(*partitionState) bool) {
-	kept := s.list[:0]
-	for _, ps := range s.list {
-		if f(ps) {
-			kept = append(kept, ps)
+	s.list = keepMembers(s.list, f, s.leave)
+}
+
+// keepMembers keeps, in order, the members of list for which f reports
+// true, and calls leave for each of the others: partSet's and bufSet's
+// keep.
+func keepMembers[T any](list []T, f func(T) bool, leave func(T)) []T {
+	kept := list[:0]
+	for _, x := range list {
+		if f(x) {
+			kept = append(kept, x)
 		} else {
-			ps.member &^= s.bit
+			leave(x)
 		}
 	}
-	clear(s.list[len(kept):])
-	s.list = kept
+	clear(list[len(kept):])
+	return kept
 }
 
 // take empties the set's list, handing it over, and starts a new one in
@@ -73,6 +80,53 @@ func (s *partSet) take(spare []*partitionState) []*partitionState {
 
 // leave ends ps's membership; it must not be in the set's list (take).
 func (s *partSet) leave(ps *partitionState) { ps.member &^= s.bit }
+
+// The accumulator's sets (under acc.mu; the bit is in partBuf.member).
+const (
+	activeBufBit setBit = 1 << iota // accumulator.active: holding an open or sealed batch, until expire's walk finds it empty
+	sealedInBit                     // accumulator.sealedIn: batches sealed since the sender's last take
+)
+
+// bufSet is partSet for the accumulator's halves of partitions (partBuf),
+// under acc.mu: a bit in the partBuf, kept in step with the list by the
+// set alone.
+type bufSet struct {
+	bit  setBit
+	list []*partBuf
+}
+
+// add puts pb at the end of the set unless it is in it already.
+func (s *bufSet) add(pb *partBuf) {
+	if pb.member&s.bit == 0 {
+		pb.member |= s.bit
+		s.list = append(s.list, pb)
+	}
+}
+
+// len is the number of partitions listed.
+func (s *bufSet) len() int { return len(s.list) }
+
+// members is the set in order, to read.
+func (s *bufSet) members() []*partBuf { return s.list }
+
+// keep drops, in order, the partitions for which f reports false.
+func (s *bufSet) keep(f func(*partBuf) bool) {
+	s.list = keepMembers(s.list, f, s.leave)
+}
+
+// drain calls f for every member in order and empties the set, keeping
+// its list's array.
+func (s *bufSet) drain(f func(*partBuf)) {
+	for i, pb := range s.list {
+		s.leave(pb)
+		f(pb)
+		s.list[i] = nil
+	}
+	s.list = s.list[:0]
+}
+
+// leave ends pb's membership; the caller drops it from the list.
+func (s *bufSet) leave(pb *partBuf) { pb.member &^= s.bit }
 
 // deadlineHeap holds partitions waiting for their backoff to end
 // (partitionState.backoffUntil), earliest first, so a pass finds the ones

@@ -147,7 +147,9 @@ func newProducer(cfg config) (*Producer, error) {
 			p.s.stats.recordsFailed.Add(1) // Stats.RecordsFailed counts every accepted record that failed
 			p.cbs.pushCounted(completion{rec: pr.rec, cb: pr.cb, err: err, gen: pr.gen, memory: int64(pr.size)}, p)
 		},
-		topics: make(map[string]*topicBuf),
+		topics:   make(map[string]*topicBuf),
+		active:   bufSet{bit: activeBufBit},
+		sealedIn: bufSet{bit: sealedInBit},
 	}
 	if cfg.transactionalID != "" {
 		p.acc.txn = &txnMirror{}
