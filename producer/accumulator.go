@@ -13,15 +13,19 @@ import (
 )
 
 // accumulator holds the records Produce accepted until the sender
-// goroutine takes them: each topic's partitions and the records waiting
-// for them, each partition's open and sealed batches, the lists that tell
-// the sender where to look, the Flush generations and, for a
-// transactional producer, whether Produce may accept at all. One lock
-// guards it, taken once per record by Produce, once per pass by the
-// sender, and by the rare paths that need every partition at once
-// (metadata, Flush, Purge, withdrawal, a transaction's abort, Close):
-// the Producer's own lock, which Stats and the sender's node list take, is
-// not on the per-record path. Why one lock and not one per partition:
+// goroutine takes them: each topic's accumulator half (topicBuf) with the
+// records waiting for its partitions, each partition's open and sealed
+// batches (partBuf), the sets and list that tell the sender where to look,
+// the Flush generations and, for a transactional producer, whether
+// Produce may accept at all. One lock guards it, and only this file takes
+// it, in the operations at its end: produce (once per record), flush,
+// close, settle, transaction, and locked, which hands the sender's pass
+// (once per pass) and the rare cuts that need every partition at once
+// (metadata, expire, Purge, withdrawal, a transaction's abort, Close) an
+// accHeld, whose methods are all such code does to the accumulator. What
+// it needs of the rest of the producer is given to it at New. The
+// Producer's own lock, which Stats and the sender's node list take, is not
+// on the per-record path. Why one lock and not one per partition:
 // DESIGN.md, "The accumulator's lock".
 type accumulator struct {
 	// Fixed at New: what the accumulator needs of the rest of the
@@ -995,10 +999,10 @@ func (v accHeld) takeAllSealed(take func(ps *partitionState)) {
 // (as listed: expire's walk prunes the list).
 func (v accHeld) anyActive() bool { return v.a.active.len() > 0 }
 
-// walkActive calls f for every partition listed as holding an open or
+// eachActive calls f for every partition listed as holding an open or
 // sealed batch; a partition f reports as holding none any more leaves the
 // list (an open batch lists it again).
-func (v accHeld) walkActive(f func(ps *partitionState) (holds bool)) {
+func (v accHeld) eachActive(f func(ps *partitionState) (holds bool)) {
 	v.a.active.keep(func(pb *partBuf) bool { return f(pb.ps) })
 }
 

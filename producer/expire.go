@@ -76,7 +76,7 @@ func (s *sender) expire(now time.Time) (next time.Time) {
 		// The accumulator's active list holds every partition with an
 		// open or queued batch: a partition is listed when it opens a
 		// batch, and leaves here once it holds none.
-		v.walkActive(func(ps *partitionState) bool {
+		v.eachActive(func(ps *partitionState) bool {
 			fatal := s.partitionFatal(ps, idFatal)
 			if created, _, open := v.open(ps); open && v.queued(ps) == 0 && (fatal != nil || now.Sub(created) >= timeout) {
 				v.seal(ps) // held open while its partition could not send
