@@ -930,14 +930,15 @@ func (v accHeld) queued(ps *partitionState) int { return ps.buf.queued() }
 // take.
 func (v accHeld) sealed(ps *partitionState) int { return len(ps.buf.sealed) }
 
-// open reports when ps's open batch was created and its generation
-// (partBuf.openGen, which names it), ok false when it has none.
-func (v accHeld) open(ps *partitionState) (created time.Time, gen uint32, ok bool) {
-	if b := ps.buf.open; b != nil {
-		return b.created, ps.buf.openGen, true
-	}
-	return time.Time{}, ps.buf.openGen, false
+// open reports whether ps has an open batch, and its generation
+// (partBuf.openGen, which names it), without reading the batch (a cache
+// miss per partition when thousands linger).
+func (v accHeld) open(ps *partitionState) (gen uint32, ok bool) {
+	return ps.buf.openGen, ps.buf.open != nil
 }
+
+// created is when ps's open batch was created; ps must have one (open).
+func (v accHeld) created(ps *partitionState) time.Time { return ps.buf.open.created }
 
 // seal seals ps's open batch, if any.
 func (v accHeld) seal(ps *partitionState) { v.a.seal(ps.buf) }

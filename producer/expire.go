@@ -78,7 +78,7 @@ func (s *sender) expire(now time.Time) (next time.Time) {
 		// batch, and leaves here once it holds none.
 		v.eachActive(func(ps *partitionState) bool {
 			fatal := s.partitionFatal(ps, idFatal)
-			if created, _, open := v.open(ps); open && v.queued(ps) == 0 && (fatal != nil || now.Sub(created) >= timeout) {
+			if _, open := v.open(ps); open && v.queued(ps) == 0 && (fatal != nil || now.Sub(v.created(ps)) >= timeout) {
 				v.seal(ps) // held open while its partition could not send
 			}
 			s.takeSealed(v, ps)
@@ -87,8 +87,8 @@ func (s *sender) expire(now time.Time) (next time.Time) {
 			}
 			if len(ps.queue) > 0 {
 				parts = earliest(parts, ps.queue[0].created.Add(timeout))
-			} else if created, _, open := v.open(ps); open {
-				parts = earliest(parts, created.Add(timeout))
+			} else if _, open := v.open(ps); open {
+				parts = earliest(parts, v.created(ps).Add(timeout))
 			} else {
 				return false
 			}

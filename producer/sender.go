@@ -340,19 +340,19 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 			s.probe.looks.Add(int64(s.lingering.len() + v.sealedIn()))
 		}
 		s.lingering.keep(func(ps *partitionState) bool {
-			created, gen, open := v.open(ps)
+			gen, open := v.open(ps)
 			if open && ps.heldOpen(gen) && !s.ready.has(ps) && !s.rescan {
 				// Held before and nothing changed for it: the batch is
 				// the one held (lingerHeld names it), so it is not read
 				// (a cache miss per held partition per pass).
 				return true
 			}
-			if !open || now.Before(created.Add(s.cfg.linger)) {
+			if !open || now.Before(v.created(ps).Add(s.cfg.linger)) {
 				// Sealed or withdrawn since; a new batch comes back
 				// through lingerEnded.
 				return false
 			}
-			return s.lingeredKeptOpen(v, ps, created.Add(s.cfg.linger), now, &next)
+			return s.lingeredKeptOpen(v, ps, v.created(ps).Add(s.cfg.linger), now, &next)
 		})
 		looked := v.lingerEnded(now, &next, func(ps *partitionState, deadline time.Time) {
 			if !s.lingering.has(ps) && s.lingeredKeptOpen(v, ps, deadline, now, &next) {
@@ -466,7 +466,7 @@ func (s *sender) sendReady(now time.Time) (next time.Time) {
 // batch stays open (sendReady keeps ps in s.lingering to look again).
 // Runs inside the accumulator's lock (v).
 func (s *sender) lingeredKeptOpen(v accHeld, ps *partitionState, deadline, now time.Time, next *time.Time) bool {
-	_, gen, _ := v.open(ps)
+	gen, _ := v.open(ps)
 	switch {
 	case ps.heldOpen(gen) && !s.ready.has(ps) && !s.rescan:
 		// Found unable to send before, and nothing that could change
