@@ -29,7 +29,12 @@ import (
 // * v3+ with a producer id and epoch: they must be the id's current ones
 //   (the epoch is bumped), or the ones before its last bump (a retry,
 //   answered the current pair); anything else is PRODUCER_FENCED
-//   (INVALID_PRODUCER_EPOCH below v4).
+//   (INVALID_PRODUCER_EPOCH below v4). The epoch before the last bump is
+//   known only to the coordinator that bumped: one that loaded the id
+//   since (a coordinator move or failover, a new process on its node)
+//   fences such a retry, as Kafka's, whose log does not hold that epoch.
+//   A bump without a producer id (a new instance) forgets it too, so the
+//   old instance's retry is fenced.
 // * An ongoing transaction is fenced, checked before the epoch (v3+: if
 //   the producer id is the id's, whatever the epoch sent): the epoch is
 //   bumped, the transaction aborted (its markers carry the new epoch) and
@@ -50,7 +55,9 @@ func handleInitProducerID(c *Cluster, r *request) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	if req.TransactionalID != nil {
 		resp.ProducerID, resp.ProducerEpoch = -1, -1
-		resp.ErrorCode = c.initTransactional(r, req, resp)
+		if resp.ErrorCode = c.initTransactional(r, req, resp); resp.ErrorCode != 0 {
+			resp.ProducerID, resp.ProducerEpoch = -1, -1
+		}
 		return resp, nil
 	}
 	if req.ProducerID >= 0 {
@@ -85,11 +92,11 @@ func (c *Cluster) initTransactional(r *request, req *kmsg.InitProducerIDRequest,
 	}
 	m := c.txns[id]
 	if m == nil {
-		m = &txnMeta{id: id, pid: c.newProducerID(), prevPID: -1, lastEpoch: -1, timeout: timeout}
+		m = &txnMeta{id: id, pid: c.newProducerID(), prevPID: -1, lastEpoch: -1, forgotten: -1, timeout: timeout}
 		c.txns[id] = m
 		c.initAsks[0]++
 		resp.ProducerID, resp.ProducerEpoch = m.pid, m.epoch
-		return 0
+		return c.answerApplied(m, 22, 0)
 	}
 	if req.ProducerID >= 0 {
 		c.initAsks[1]++
@@ -107,15 +114,15 @@ func (c *Cluster) initTransactional(r *request, req *kmsg.InitProducerIDRequest,
 		case req.ProducerID == m.pid && req.ProducerEpoch == m.epoch:
 			// the current pair: bump below
 		case m.state != txnOngoing && m.lastEpoch >= 0 && req.ProducerEpoch == m.lastEpoch &&
-			(req.ProducerID == m.pid || req.ProducerID == m.prevPID):
-			// A retry of the bump that produced the current pair.
+			(req.ProducerID == m.pid || req.ProducerID == m.prevPID && m.epoch == 0):
+			// A retry of the bump that produced the current pair (or
+			// moved to a new producer id).
 			resp.ProducerID, resp.ProducerEpoch = m.pid, m.epoch
-			return 0
-		case req.ProducerID == m.prevPID && m.lastEpoch < 0 && req.ProducerEpoch >= math.MaxInt16-1:
-			// A retry of the bump that moved to a new producer id.
-			resp.ProducerID, resp.ProducerEpoch = m.pid, m.epoch
-			return 0
+			return c.answerApplied(m, 22, 0)
 		default:
+			if m.forgotten >= 0 && req.ProducerEpoch == m.forgotten {
+				c.txnStats.LoadFencedRetries++
+			}
 			if req.Version >= 4 {
 				return kerr.ProducerFenced.Code
 			}
@@ -126,13 +133,19 @@ func (c *Cluster) initTransactional(r *request, req *kmsg.InitProducerIDRequest,
 	if m.state == txnOngoing {
 		c.txnStats.Fenced++
 		c.fence(m)
-		return c.countConcurrent(kerr.ConcurrentTransactions.Code)
+		return c.answerApplied(m, 22, c.countConcurrent(kerr.ConcurrentTransactions.Code))
 	}
 	c.bumpEpoch(m)
+	if req.Version < 3 || req.ProducerID < 0 {
+		// A new instance of the application: Kafka forgets the epoch
+		// before, so the old instance's InitProducerId with it is fenced
+		// and not taken as a retry.
+		m.lastEpoch = -1
+	}
 	m.to(txnEmpty)
 	m.timedOut = false
 	resp.ProducerID, resp.ProducerEpoch = m.pid, m.epoch
-	return 0
+	return c.answerApplied(m, 22, 0)
 }
 
 // newProducerID hands out a fresh producer id at epoch 0. c.mu must be

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"math"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -21,8 +23,11 @@ import (
 //   transaction's epoch, so sequences continue in the next transaction.
 // * v5 (transaction version 2, KIP-890): a transaction being completed is
 //   CONCURRENT_TRANSACTIONS (checked first). The request's epoch one below
-//   the id's, after a transaction completed with the same result, is a
-//   retry, answered with the current id and epoch; after the coordinator
+//   the id's (or the exhausted epoch of the producer id before the
+//   current one, now at epoch 0), after a transaction completed with the
+//   same result, is a retry, answered with the current id and epoch,
+//   also by a coordinator that loaded the id since (the epoch is in
+//   Kafka's log), and whatever version ended it; after the coordinator
 //   aborted the transaction on its timeout, a commit at that epoch is
 //   INVALID_TXN_STATE, as on Kafka 4.4.0 (PRODUCER_FENCED since
 //   KAFKA-20785: [Cluster.SetTimedOutCommitError]), and an abort a retry
@@ -73,7 +78,7 @@ func (c *Cluster) endTxnV1(m *txnMeta, req *kmsg.EndTxnRequest) int16 {
 	switch m.state {
 	case txnOngoing:
 		c.prepareEnd(m, req.Commit, m.epoch)
-		return 0
+		return c.answerApplied(m, 26, 0)
 	case txnPrepareCommit, txnPrepareAbort:
 		if same {
 			return c.countConcurrent(kerr.ConcurrentTransactions.Code)
@@ -93,8 +98,12 @@ func (c *Cluster) endTxnV2(m *txnMeta, req *kmsg.EndTxnRequest) int16 {
 		return c.countConcurrent(kerr.ConcurrentTransactions.Code)
 	}
 	committed := m.state == txnCompleteCommit
-	retryEpoch := m.lastEpoch >= 0 && req.ProducerEpoch == m.lastEpoch && req.ProducerID == m.pid ||
-		m.prevPID == req.ProducerID && m.lastEpoch < 0 && req.ProducerEpoch >= 32766
+	// A retry is told by the epoch alone, one below the id's (or the
+	// last epoch of the producer id before an exhausted one moved to a
+	// new id at epoch 0): the state Kafka keeps in its log, so a
+	// coordinator that loaded the id answers it as the one that bumped.
+	retryEpoch := req.ProducerID == m.pid && int(req.ProducerEpoch)+1 == int(m.epoch) ||
+		req.ProducerID == m.prevPID && req.ProducerEpoch == math.MaxInt16-1 && m.epoch == 0
 	if retryEpoch && (m.state == txnCompleteCommit || m.state == txnCompleteAbort) {
 		switch {
 		case m.timedOut && req.Commit:
@@ -120,5 +129,5 @@ func (c *Cluster) endTxnV2(m *txnMeta, req *kmsg.EndTxnRequest) int16 {
 	c.bumpEpoch(m)
 	m.timedOut = false
 	c.prepareEnd(m, req.Commit, m.epoch)
-	return 0
+	return c.answerApplied(m, 26, 0)
 }

@@ -52,9 +52,15 @@
 // [Cluster.HoldMarkers] releases them, so clients meet
 // CONCURRENT_TRANSACTIONS as they do on Kafka. Partitions track their last
 // stable offset and aborted transactions for read_committed Fetch and
-// ListOffsets. The finalized feature transaction.version (0, 1 or 2,
-// [Cluster.SetTransactionVersion]) decides whether Produce v12+ adds
-// partitions implicitly and EndTxn v5 bumps the epoch (KIP-890). A group
+// ListOffsets. Clients choose their protocol from the finalized feature
+// transaction.version (0, 1 or 2, [Cluster.SetTransactionVersion]); the
+// request versions decide what the coordinator does (Produce v12+ adds
+// partitions implicitly, EndTxn v5 bumps the epoch: KIP-890), except for a
+// transaction it fences or times out, which it ends under the feature's
+// version of that moment, as Kafka's coordinator does. A coordinator that
+// loads a transactional id (a move, a failover, a new process on its
+// node) knows what Kafka's transaction log holds and not the epoch
+// before the id's last bump. A group
 // coordinator (groups.go) serves the classic consumer group protocol and
 // committed offsets, transactional ones included (KIP-447). Coordinators
 // are the leaders of the 50 partitions of __transaction_state and

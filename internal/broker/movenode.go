@@ -12,7 +12,11 @@ type NodeMove struct {
 	// Replace makes another broker process take the node id at the new
 	// address, as when a machine is replaced or a broker restarts
 	// elsewhere: it has announced no window yet ([Cluster.OverWindow])
-	// and starts with no pending fault hooks. Without it the same process
+	// and starts with no pending fault hooks; as the transaction
+	// coordinator of the ids whose __transaction_state partitions the
+	// node leads, it loads them from the log, not knowing the epoch
+	// before each id's last bump ([Cluster.MoveCoordinator]). Without it
+	// the same process
 	// is reached at the new address (a changed listener or IP): what it
 	// announced and its armed faults carry over.
 	Replace bool
@@ -98,6 +102,13 @@ func (c *Cluster) MoveNode(id int32, m NodeMove) (string, error) {
 			n.old, n.kafka24 = false, false
 		case OldMode:
 			n.old, n.kafka24 = true, false
+		}
+		// The new process loads the __transaction_state partitions the
+		// node leads, as a coordinator does.
+		for i, leader := range c.coordLeaders[1] {
+			if leader == id {
+				c.loadTxnPartition(i)
+			}
 		}
 		if m.Snapshot {
 			for _, t := range c.topics {

@@ -59,11 +59,18 @@ func (s txnState) preparing() bool { return s == txnPrepareCommit || s == txnPre
 
 // txnMeta is one transactional id's coordinator state. c.mu guards it.
 type txnMeta struct {
-	id        string
-	pid       int64
-	epoch     int16
-	prevPID   int64 // the producer id before an exhausted epoch moved to a new one, -1
-	lastEpoch int16 // the epoch before the last bump, -1; answers a retried bump
+	id      string
+	pid     int64
+	epoch   int16
+	prevPID int64 // the producer id before an exhausted epoch moved to a new one, -1
+	// lastEpoch is the epoch before the last bump, -1 for none: it
+	// answers a retried InitProducerId bump. Kafka keeps it in memory
+	// only, so a coordinator loading the id forgets it (loadTxnPartition).
+	lastEpoch int16
+	// forgotten is the last epoch a load forgot, -1 for none, until the
+	// next bump: a retry with it is counted when fenced
+	// ([TxnStats].LoadFencedRetries).
+	forgotten int16
 	timeout   time.Duration
 	state     txnState
 	parts     []*partition
@@ -257,14 +264,14 @@ func (c *Cluster) countConcurrent(code int16) int16 {
 }
 
 // bumpEpoch moves m to its next epoch, or to a new producer id at epoch 0
-// when the epoch is exhausted. c.mu is held.
+// when the epoch is exhausted; the epoch before is kept as the last one
+// (a retry with it is answered the new pair). c.mu is held.
 func (c *Cluster) bumpEpoch(m *txnMeta) {
-	m.lastEpoch = m.epoch
+	m.lastEpoch, m.forgotten = m.epoch, -1
 	if m.epoch >= math.MaxInt16-1 {
 		m.prevPID = m.pid
 		m.pid = c.newProducerID()
 		m.epoch = 0
-		m.lastEpoch = -1
 		return
 	}
 	m.epoch++

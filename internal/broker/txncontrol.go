@@ -26,6 +26,14 @@ type TxnStats struct {
 	// failed over between the markers of one transaction
 	// ([Cluster.FailOverBetweenMarkers]).
 	LostMarkers, MarkerFailovers int64
+	// AnswerFailovers counts the coordinators that failed over between
+	// a request's change and its answer ([Cluster.FailOverBeforeAnswer]).
+	AnswerFailovers int64
+	// LoadFencedRetries counts InitProducerId requests fenced because
+	// they carried the epoch before the last bump and the coordinator
+	// had loaded the transactional id since, forgetting it: retries of a
+	// bump applied before a coordinator move, most likely.
+	LoadFencedRetries int64
 	// LenientStarts counts transactions' first batches on a partition
 	// taken at a sequence other than 0, which only a lenient broker
 	// ([Cluster.SetLenientTransactionStart], Kafka 4.0) takes: the
@@ -152,7 +160,10 @@ func keyTypeOf(transaction bool) int8 {
 // or __consumer_offsets partition, as a leader change of that partition
 // does: the old node answers NOT_COORDINATOR from then on, FindCoordinator
 // names the new one, and the state moves with it (markers pending are
-// written by the new coordinator, carrying a higher coordinator epoch). An
+// written by the new coordinator, carrying a higher coordinator epoch).
+// A transaction coordinator loads the state as Kafka's does from its log:
+// it does not know the epoch before the last bump, so an InitProducerId
+// retrying a bump the old coordinator applied is PRODUCER_FENCED. An
 // unknown node returns [ErrUnknownNode] and changes nothing.
 func (c *Cluster) MoveCoordinator(key string, transaction bool, node int32) error {
 	c.mu.Lock()
@@ -162,10 +173,10 @@ func (c *Cluster) MoveCoordinator(key string, transaction bool, node int32) erro
 	}
 	i := coordPartition(key)
 	if transaction {
-		c.coordLeaders[1][i] = node
-	} else {
-		c.coordLeaders[0][i] = node
+		c.moveTxnCoordinator(i, node)
+		return nil
 	}
+	c.coordLeaders[0][i] = node
 	c.coordEpoch++
 	return nil
 }

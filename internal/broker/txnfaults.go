@@ -15,6 +15,9 @@ import (
 type txnFaults struct {
 	lostMarkers int // marker writes to lose (LoseMarkers)
 	failovers   int // transactions whose coordinator fails over between markers
+	// beforeAnswer are the armed failovers between a request's change
+	// and its answer (FailOverBeforeAnswer).
+	beforeAnswer []coordFault
 	// lenient are the transaction starts only a lenient broker took
 	// (LenientStarts).
 	lenient []LenientStart
@@ -89,10 +92,79 @@ func (c *Cluster) failOverCoordinator(m *txnMeta) {
 	c.txnFaults.failovers--
 	c.txnStats.MarkerFailovers++
 	i := coordPartition(m.id)
-	c.coordLeaders[1][i] = (c.coordLeaders[1][i] + 1) % int32(len(c.nodes))
-	c.coordEpoch++
+	c.moveTxnCoordinator(i, (c.coordLeaders[1][i]+1)%int32(len(c.nodes)))
 	m.unmarked = append(m.unmarked[:0], m.parts...)
 	c.scheduleMarkers(m, c.markerDelay)
+}
+
+// moveTxnCoordinator makes node lead __transaction_state partition i,
+// with a higher coordinator epoch; the new coordinator loads the
+// partition. c.mu is held.
+func (c *Cluster) moveTxnCoordinator(i int, node int32) {
+	c.coordLeaders[1][i] = node
+	c.coordEpoch++
+	c.loadTxnPartition(i)
+}
+
+// loadTxnPartition is a coordinator loading __transaction_state
+// partition i: of each transactional id there it knows what Kafka's log
+// value holds (producer id, epoch, the producer id before an exhausted
+// epoch, state, partitions, timeout) and not the epoch before the last
+// bump, which Kafka keeps in memory only (its TransactionLog reads
+// lastProducerEpoch as none). So a retried InitProducerId bump whose
+// first attempt the old coordinator applied is PRODUCER_FENCED by the new
+// one; a retried EndTxn is told by its epoch and answered as before.
+// c.mu is held.
+func (c *Cluster) loadTxnPartition(i int) {
+	for id, m := range c.txns {
+		if coordPartition(id) == i && m.lastEpoch >= 0 {
+			m.lastEpoch, m.forgotten = -1, m.lastEpoch
+		}
+	}
+}
+
+// FailOverBeforeAnswer makes the transaction coordinator fail over
+// between the change and the answer of each of the next n requests of
+// API key apiKey it applies: InitProducerId (22: a new producer id, a
+// bump, a retry answered, a fence) or EndTxn (26: a transaction
+// prepared); -1 means either. The change stands (as when Kafka's
+// __transaction_state append was replicated before its leader moved),
+// the transactional id's coordinator moves to the next node, which loads
+// it (forgetting the epoch before the last bump), and the request is
+// answered NOT_COORDINATOR, as Kafka answers when its coordinator epoch
+// changed while the append completed. The client's retry at the new
+// coordinator meets the state after the change: a retried InitProducerId
+// bump is PRODUCER_FENCED, a retried EndTxn is answered as a retry.
+// Counted in [TxnStats].AnswerFailovers. n <= 0 clears what is armed.
+func (c *Cluster) FailOverBeforeAnswer(apiKey int16, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n <= 0 {
+		c.txnFaults.beforeAnswer = nil
+		return
+	}
+	c.txnFaults.beforeAnswer = append(c.txnFaults.beforeAnswer, coordFault{key: apiKey, n: n})
+}
+
+// answerApplied returns the code to answer a request of API key apiKey
+// that changed m, code without an armed FailOverBeforeAnswer; with one,
+// m's coordinator fails over and the answer is NOT_COORDINATOR. c.mu is
+// held.
+func (c *Cluster) answerApplied(m *txnMeta, apiKey int16, code int16) int16 {
+	for i := range c.txnFaults.beforeAnswer {
+		f := &c.txnFaults.beforeAnswer[i]
+		if f.key != apiKey && f.key != -1 {
+			continue
+		}
+		if f.n--; f.n <= 0 {
+			c.txnFaults.beforeAnswer = append(c.txnFaults.beforeAnswer[:i], c.txnFaults.beforeAnswer[i+1:]...)
+		}
+		c.txnStats.AnswerFailovers++
+		j := coordPartition(m.id)
+		c.moveTxnCoordinator(j, (c.coordLeaders[1][j]+1)%int32(len(c.nodes)))
+		return kerr.NotCoordinator.Code
+	}
+	return code
 }
 
 // TxnCoordinatorErrors are the errors a transaction coordinator answers
