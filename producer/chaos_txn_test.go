@@ -264,7 +264,8 @@ func containsPrefix(v []string, prefix string) bool {
 // changes, nodes moving to new addresses, a node before KIP-1269, a
 // Kafka 2.4 cluster) and the coordinator's (errors
 // injected, coordinator moves, markers slow, held, lost and written
-// across a failover, transactions timed out). A producer fenced or failed
+// across a failover, a failover between a request's change and its
+// answer, transactions timed out). A producer fenced or failed
 // is replaced by a new one of the same id, as an application restarts
 // (not "a" once its zombie took over). Once the faults stop, a tail
 // transaction of each id must commit. checkTxns then judges the
@@ -558,6 +559,20 @@ func drawTxnSchedule(seed uint64) *ctSchedule {
 		}
 		add(t, fmt.Sprintf("partition %d answers %s", p, strings.Join(names, ", ")), func(r *ctRun) {
 			r.c.ScriptAnswers(ctTopic, p, answers...)
+		})
+	}
+	// A coordinator failing over between a request's change and its
+	// answer, from a stream of its own: a retried InitProducerId bump is
+	// then PRODUCER_FENCED with no other producer alive (the coordinator
+	// that loaded the id does not know the epoch before the bump, as in
+	// Kafka), which the producer reports as fenced, as Java does.
+	fo := rand.New(rand.NewPCG(seed, 0x313131))
+	if fo.IntN(4) == 0 {
+		t := time.Duration(fo.Int64N(int64(ctSpan)))
+		key, n := []int16{22, 26, -1}[fo.IntN(3)], 1+fo.IntN(3)
+		names := map[int16]string{22: "InitProducerId", 26: "EndTxn", -1: "InitProducerId or EndTxn"}
+		add(t, fmt.Sprintf("the coordinator fails over between the change and the answer of its next %d %s", n, names[key]), func(r *ctRun) {
+			r.c.FailOverBeforeAnswer(key, n)
 		})
 	}
 	sort.SliceStable(s.steps, func(i, j int) bool { return s.steps[i].at < s.steps[j].at })
@@ -940,6 +955,10 @@ func (r *ctRun) rawInit(ctx context.Context, cfg protocol.DialConfig, id string)
 type ctCoverage struct {
 	schedules, committed, aborted, abortable, unknown, zombie, rawFenced, fenced int
 	timedOut, concurrent, lostMarkers, failovers, kafka40, tv1                   int
+	// answerFailovers: the coordinator failed over between a change and
+	// its answer; loadFenced: a bump's retry was fenced after such a
+	// failover (or a move).
+	answerFailovers, loadFenced int
 }
 
 func (c *ctCoverage) add(o ctCoverage) {
@@ -957,11 +976,14 @@ func (c *ctCoverage) add(o ctCoverage) {
 	c.failovers += o.failovers
 	c.kafka40 += o.kafka40
 	c.tv1 += o.tv1
+	c.answerFailovers += o.answerFailovers
+	c.loadFenced += o.loadFenced
 }
 
 func (c ctCoverage) String() string {
-	return fmt.Sprintf("%d schedules (%d under transaction version 1, %d on a 4.0-like cluster): %d committed a transaction, %d aborted one, %d had a commit refused as abortable, %d a commit of unknown outcome, %d ran a zombie, %d fenced by a raw InitProducerId, %d saw a producer fenced, %d timed a transaction out, %d met CONCURRENT_TRANSACTIONS, %d lost markers, %d failed over between markers",
-		c.schedules, c.tv1, c.kafka40, c.committed, c.aborted, c.abortable, c.unknown, c.zombie, c.rawFenced, c.fenced, c.timedOut, c.concurrent, c.lostMarkers, c.failovers)
+	return fmt.Sprintf("%d schedules (%d under transaction version 1, %d on a 4.0-like cluster): %d committed a transaction, %d aborted one, %d had a commit refused as abortable, %d a commit of unknown outcome, %d ran a zombie, %d fenced by a raw InitProducerId, %d saw a producer fenced, %d timed a transaction out, %d met CONCURRENT_TRANSACTIONS, %d lost markers, %d failed over between markers, %d between a change and its answer, %d had a bump's retry fenced by a coordinator that loaded the id",
+		c.schedules, c.tv1, c.kafka40, c.committed, c.aborted, c.abortable, c.unknown, c.zombie, c.rawFenced, c.fenced, c.timedOut, c.concurrent, c.lostMarkers, c.failovers,
+		c.answerFailovers, c.loadFenced)
 }
 
 // gaps returns what fewer than one schedule in a hundred of a run (and
@@ -979,6 +1001,7 @@ func (c ctCoverage) gaps() []string {
 		{c.timedOut, "timed a transaction out"}, {c.concurrent, "met CONCURRENT_TRANSACTIONS"},
 		{c.lostMarkers, "lost a marker"}, {c.failovers, "failed over between markers"},
 		{c.kafka40, "ran on a 4.0-like cluster"}, {c.tv1, "ran transaction version 1"},
+		{c.answerFailovers, "failed over between a change and its answer"},
 	} {
 		if x.n < least {
 			g = append(g, fmt.Sprintf("coverage: %d of %d schedules %s", x.n, c.schedules, x.what))
@@ -1048,6 +1071,7 @@ func runTxnSchedule(t *testing.T, s *ctSchedule) ([]string, ctCoverage) {
 	c.InjectCoordinatorError(-1, 0, 0)
 	c.LoseMarkers(0)
 	c.FailOverBetweenMarkers(0)
+	c.FailOverBeforeAnswer(-1, 0)
 	c.HoldMarkers(false)
 	if !r.led.waitAll(chaosDelivery + 3*chaosReqTimeout) {
 		r.violate("liveness: callbacks missing %v after the scripts ended", chaosDelivery+3*chaosReqTimeout)
@@ -1124,7 +1148,8 @@ func runTxnSchedule(t *testing.T, s *ctSchedule) ([]string, ctCoverage) {
 	st := c.TxnStats()
 	cov := ctCoverage{schedules: 1, abortable: min(1, r.abortable), unknown: min(1, r.unknown), rawFenced: min(1, r.rawFenced),
 		fenced: min(1, r.fenced), timedOut: min(1, int(st.TimedOut)), concurrent: min(1, int(st.ConcurrentTransactions)),
-		lostMarkers: min(1, int(st.LostMarkers)), failovers: min(1, int(st.MarkerFailovers))}
+		lostMarkers: min(1, int(st.LostMarkers)), failovers: min(1, int(st.MarkerFailovers)),
+		answerFailovers: min(1, int(st.AnswerFailovers)), loadFenced: min(1, int(st.LoadFencedRetries))}
 	if r.zombie {
 		cov.zombie = 1
 	}

@@ -28,8 +28,9 @@ var (
 	// transactional id is not authorized, the coordinator answered what it
 	// never should): Close it.
 	ErrTransactionFatal = errors.New("producer: transactional producer failed")
-	// ErrCommitUnknown: a commit's answer was lost and what came after
-	// does not tell whether it happened. The producer is uninitialized
+	// ErrCommitUnknown: a commit's answer was lost (or was NOT_COORDINATOR
+	// or COORDINATOR_NOT_AVAILABLE, which Kafka answers also after
+	// applying it) and what came after does not tell whether it happened. The producer is uninitialized
 	// again: the next BeginTransaction initializes it, which first aborts
 	// the transaction if it is still open. If another producer took the
 	// transactional id meanwhile, that init returns [ErrProducerFenced]

@@ -238,7 +238,9 @@ type txnCore struct {
 	// version 2 transaction after version 1 ones).
 	needBump bool
 	// endMaybeApplied: an EndTxn(commit) was written and its answer
-	// lost; a later error cannot tell whether it was applied.
+	// lost, or answered NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE
+	// (which Kafka answers also after applying it); a later error cannot
+	// tell whether it was applied.
 	endMaybeApplied bool
 	lastTV          int
 	// abortFirst: the commit's outcome is unknown, so its transaction may
@@ -856,6 +858,13 @@ func (c *txnCore) onEndTxn(res protocol.EndTxnResult) (txnOutcome, error) {
 		return c.onReinitAbort(res), nil
 	}
 	aborting := c.state == txnAborting
+	if !aborting && (res.ErrorCode == kerr.NotCoordinator.Code || res.ErrorCode == kerr.CoordinatorNotAvailable.Code) {
+		// Kafka answers these also when the commit was written to its
+		// log: the coordinator moved before it answered, or the write's
+		// replication timed out. Like a lost answer, a later refusal
+		// cannot tell whether the commit happened.
+		c.endMaybeApplied = true
+	}
 	v := judgeTxn(txnAPIEndTxn, res.ErrorCode, aborting, c.canBump)
 	if v == txnvAbortable && !aborting {
 		// The commit cannot go on; only an abort remains. The commit

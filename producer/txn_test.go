@@ -513,11 +513,19 @@ func TestTxnFencedIsTerminal(t *testing.T) {
 }
 
 // TestTxnCommitOutcomeUnknown: after an EndTxn(commit) whose answer was
-// lost, a refusal cannot tell whether the commit happened: the commit
-// fails with the unknown-outcome class and the producer must initialize
-// again. Without the lost answer the same refusal is fatal.
+// lost, or answered NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE (Kafka
+// answers them also when the commit was written to its log and the
+// coordinator moved, or the write's replication timed out, before it
+// answered), a refusal cannot tell whether the commit happened: the
+// commit fails with the unknown-outcome class and the producer must
+// initialize again. After an answer that says nothing was done
+// (COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS), or none, the
+// same refusal is fatal.
 func TestTxnCommitOutcomeUnknown(t *testing.T) {
-	for _, lost := range []bool{true, false} {
+	const lostAnswer = -2
+	for _, first := range []int16{lostAnswer, kerr.NotCoordinator.Code, kerr.CoordinatorNotAvailable.Code,
+		kerr.CoordinatorLoadInProgress.Code, kerr.ConcurrentTransactions.Code, 0} {
+		lost := first == lostAnswer || first == kerr.NotCoordinator.Code || first == kerr.CoordinatorNotAvailable.Code
 		h := newTxnHarness(t, false)
 		h.initialized()
 		require.NoError(t, h.c.begin(2))
@@ -525,10 +533,20 @@ func TestTxnCommitOutcomeUnknown(t *testing.T) {
 		h.ok(h.c.batchAnswered(tp0, 1, nil))
 		require.NoError(t, h.c.commit())
 		h.expect(txnReqEndTxn)
-		if lost {
+		switch first {
+		case lostAnswer:
 			out := h.ok(h.c.transportFailed(txnReqEndTxn, true))
 			require.True(t, out.backoff)
 			h.found()
+			h.expect(txnReqEndTxn)
+		case 0:
+		default:
+			out := h.ok(h.c.onEndTxn(protocol.EndTxnResult{ErrorCode: first, ProducerID: -1, Epoch: -1}))
+			require.True(t, out.backoff, "%v is retried", kerr.ErrorForCode(first))
+			require.Empty(t, out.done)
+			if first != kerr.CoordinatorLoadInProgress.Code && first != kerr.ConcurrentTransactions.Code {
+				h.found()
+			}
 			h.expect(txnReqEndTxn)
 		}
 		out := h.ok(h.c.onEndTxn(protocol.EndTxnResult{ErrorCode: kerr.InvalidTxnState.Code, ProducerID: -1, Epoch: -1}))
