@@ -198,8 +198,6 @@ type txnOffsetsReq struct {
 	group   protocol.GroupMetadata
 	offsets []protocol.TxnOffset
 	added   bool // version 1: AddOffsetsToTxn succeeded
-	// needCoordinator: the group coordinator must be found first.
-	needCoordinator bool
 }
 
 // txnCore is the transaction manager's state machine. Not safe for
@@ -252,6 +250,16 @@ type txnCore struct {
 	abortFirst bool
 
 	needCoordinator bool
+	// groupCoords holds the address of each group's coordinator found,
+	// by group id: a SendOffsets call for a group whose coordinator is
+	// kept is sent to it without a FindCoordinator, in this transaction
+	// and the next ones. An entry is dropped
+	// when its coordinator answers NOT_COORDINATOR or
+	// COORDINATOR_NOT_AVAILABLE (or REQUEST_TIMED_OUT, judgeTxn), or its
+	// TxnOffsetCommit gets no answer; COORDINATOR_LOAD_IN_PROGRESS keeps
+	// it (that coordinator is the group's, still loading it), as for the
+	// transaction coordinator.
+	groupCoords map[string]string
 	// finding is the SendOffsets call whose group coordinator the
 	// FindCoordinator in flight looks for; nil: the transaction's.
 	finding  *txnOffsetsReq
@@ -473,7 +481,7 @@ func (c *txnCore) sendOffsets(g protocol.GroupMetadata, offsets []protocol.TxnOf
 	if c.state != txnInTransaction {
 		return c.stateErr("send offsets")
 	}
-	c.offsets = append(c.offsets, &txnOffsetsReq{group: g, offsets: offsets, needCoordinator: true})
+	c.offsets = append(c.offsets, &txnOffsetsReq{group: g, offsets: offsets})
 	return nil
 }
 
@@ -574,7 +582,7 @@ func (c *txnCore) next() (req txnRequest, done txnOutcome) {
 		// SendOffsets calls go one at a time, in call order.
 		if len(c.offsets) > 0 {
 			o := c.offsets[0]
-			if o.needCoordinator {
+			if _, known := c.groupCoords[o.group.GroupID]; !known {
 				c.finding = o
 				return c.send(txnRequest{kind: txnReqFindCoordinator, keyType: protocol.CoordinatorGroup, key: o.group.GroupID}), txnOutcome{}
 			}
@@ -641,7 +649,7 @@ func (c *txnCore) verdict(api txnAPI, code int16, v txnVerdict, groupRefind *txn
 		return c.retry()
 	case txnvRefind:
 		if groupRefind != nil {
-			groupRefind.needCoordinator = true
+			delete(c.groupCoords, groupRefind.group.GroupID)
 		} else {
 			c.needCoordinator = true
 		}
@@ -719,7 +727,7 @@ func (c *txnCore) transportFailed(kind txnReqKind, written bool) (txnOutcome, er
 		c.adding = nil
 	case txnReqTxnOffsetCommit:
 		if len(c.offsets) > 0 {
-			c.offsets[0].needCoordinator = true
+			delete(c.groupCoords, c.offsets[0].group.GroupID)
 		}
 		return c.retry(), nil
 	case txnReqFindCoordinator:
@@ -729,8 +737,13 @@ func (c *txnCore) transportFailed(kind txnReqKind, written bool) (txnOutcome, er
 	return c.retry(), nil
 }
 
-// onCoordinator takes the FindCoordinator answer (the driver keeps the
-// address).
+// groupCoordinator is the address of the coordinator found for group, ""
+// if none is kept.
+func (c *txnCore) groupCoordinator(group string) string { return c.groupCoords[group] }
+
+// onCoordinator takes the FindCoordinator answer. A group coordinator's
+// address is kept in groupCoords; the transaction coordinator's, by the
+// driver.
 func (c *txnCore) onCoordinator(res protocol.CoordinatorResult) (txnOutcome, error) {
 	group := c.finding
 	if err := c.answered(txnReqFindCoordinator); err != nil {
@@ -746,7 +759,10 @@ func (c *txnCore) onCoordinator(res protocol.CoordinatorResult) (txnOutcome, err
 	// attempt keeps counting: the request the coordinator was looked
 	// for has not succeeded yet.
 	if group != nil {
-		group.needCoordinator = false
+		if c.groupCoords == nil {
+			c.groupCoords = map[string]string{}
+		}
+		c.groupCoords[group.group.GroupID] = res.Addr
 	} else {
 		c.needCoordinator = false
 	}

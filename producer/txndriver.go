@@ -80,7 +80,7 @@ type txnDriver struct {
 	coordAddr string
 	coordConn *protocol.Conn // the transaction coordinator, nil until dialed
 	groupAddr string
-	groupConn *protocol.Conn // the group coordinator of the SendOffsets call being sent
+	groupConn *protocol.Conn // to groupAddr, the last group coordinator a TxnOffsetCommit went to
 
 	busy    bool      // a transactional request is in flight
 	retryAt time.Time // the core asked for a backoff until then
@@ -605,6 +605,15 @@ func (d *txnDriver) send(req txnRequest) {
 			}, nil
 		})
 	case txnReqTxnOffsetCommit:
+		// The core keeps each group's coordinator; the connection is to
+		// the last one used.
+		if addr := d.core.groupCoordinator(req.group.GroupID); addr != d.groupAddr {
+			if d.groupConn != nil {
+				d.groupConn.Close()
+				d.groupConn = nil
+			}
+			d.groupAddr = addr
+		}
 		d.run(true, req.kind, func(ctx context.Context, c *protocol.Conn) (func(), error) {
 			res, err := protocol.TxnOffsetCommit(ctx, c, req.producer, req.group, req.offsets, req.tv)
 			if err != nil {
@@ -663,20 +672,12 @@ func (d *txnDriver) failed(kind txnReqKind, err error) {
 }
 
 func (d *txnDriver) onCoordinator(req txnRequest, res protocol.CoordinatorResult) {
-	if res.ErrorCode == 0 {
-		if req.keyType == protocol.CoordinatorGroup {
-			if res.Addr != d.groupAddr && d.groupConn != nil {
-				d.groupConn.Close()
-				d.groupConn = nil
-			}
-			d.groupAddr = res.Addr
-		} else {
-			if res.Addr != d.coordAddr && d.coordConn != nil {
-				d.coordConn.Close()
-				d.coordConn = nil
-			}
-			d.coordAddr = res.Addr
+	if res.ErrorCode == 0 && req.keyType == protocol.CoordinatorTransaction {
+		if res.Addr != d.coordAddr && d.coordConn != nil {
+			d.coordConn.Close()
+			d.coordConn = nil
 		}
+		d.coordAddr = res.Addr
 	}
 	d.answered(d.core.onCoordinator(res))
 }
