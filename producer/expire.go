@@ -14,7 +14,8 @@ import (
 // for their response or request.timeout.ms first, as in the Java client.
 // It returns when the next record or batch not in flight runs out, so the
 // sender sleeps until then (a batch coming back from flight arrives as an
-// event, which runs expire again); zero if nothing waits.
+// event, which runs expire again); zero if nothing waits; now when it
+// failed a retried batch, whose sequence gap the epoch bump must close.
 //
 // It fails them at once, with ErrAuthentication, when the connection they
 // wait for failed authentication or TLS verification (see fatalDialError):
@@ -102,6 +103,7 @@ func (s *sender) expire(now time.Time) (next time.Time) {
 	// the epoch is bumped before the partition sends again. s.active holds
 	// every partition with a batch waiting for retry (takeSealed).
 	s.pruneActive()
+	bump := false
 	for _, ps := range s.active.members() {
 		fatal := s.partitionFatal(ps, idFatal)
 		for len(ps.retry) > 0 && (fatal != nil || now.Sub(ps.retry[0].created) >= timeout) {
@@ -109,6 +111,7 @@ func (s *sender) expire(now time.Time) (next time.Time) {
 			s.failBatch(b, cmp.Or(fatal, s.timeoutCause(ps, b.lastErr)), b.maybeWritten)
 			// Inside a transaction the failure makes it abort-only instead.
 			s.needBump = s.txn == nil
+			bump = bump || s.needBump
 		}
 		for _, b := range ps.retry {
 			parts = earliest(parts, b.created.Add(timeout))
@@ -117,6 +120,14 @@ func (s *sender) expire(now time.Time) (next time.Time) {
 	// Nothing found: a batch opened from now on runs out after now plus
 	// the timeout.
 	s.expireAt = earliest(parts, now.Add(timeout))
+	if bump {
+		// The bump is due from now, and this pass looked at the identity
+		// (maintainIdentity) before: the next pass must come at once.
+		// Nothing else need wake the sender: the failed batch's attempts
+		// are over, every batch behind it waits for the bump, and so does
+		// a batch of unknown fate for its fence.
+		return now
+	}
 	return earliest(next, parts)
 }
 
