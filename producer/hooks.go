@@ -222,9 +222,10 @@ type RequestInfo struct {
 	// Addr is the address of the request's connection.
 	Addr string
 	// API is the request's Kafka API key (kmsg.Key): 0 Produce, 3
-	// Metadata, 22 InitProducerId, 1 Fetch (read-back), the transactional
-	// requests' (10 FindCoordinator, 24 AddPartitionsToTxn, 25
-	// AddOffsetsToTxn, 26 EndTxn, 28 TxnOffsetCommit) and the client
+	// Metadata, 22 InitProducerId, read-back's (1 Fetch, 2 ListOffsets,
+	// 32 DescribeConfigs, and 3 Metadata to find the leader), the
+	// transactional requests' (10 FindCoordinator, 24 AddPartitionsToTxn,
+	// 25 AddOffsetsToTxn, 26 EndTxn, 28 TxnOffsetCommit) and the client
 	// metrics push's (71 GetTelemetrySubscriptions, 72 PushTelemetry).
 	API int16
 	// Latency is the time from handing the request to the connection to

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/longhaul-kafka/longhaul/internal/broker"
 )
@@ -288,5 +290,55 @@ func TestRequestDoneReportsEveryRequest(t *testing.T) {
 		}
 		keys.mu.Unlock()
 		assert.LessOrEqual(t, unknown, 2, "only before the first Metadata answer")
+	})
+}
+
+// TestRequestDoneReportsReadback: read-back's own requests are reported
+// too, on the sender goroutine, with the partition leader's id:
+// ListOffsets (written on the produce connection ahead of the partition's
+// first batch, for K, and asked on read-back's own connection for the log
+// start when a Fetch is answered OFFSET_OUT_OF_RANGE, as the first one is
+// here), Fetch, DescribeConfigs (the topic's cleanup.policy, read when the
+// batch is not found) and Metadata (finding the leader again after a
+// failed read). B's every attempt is refused unappended until
+// delivery.timeout.ms, so read-back settles it not written.
+func TestRequestDoneReportsReadback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		keys := &requestKeys{}
+		c, n := memCluster(t, broker.Config{RTT: 20 * time.Millisecond,
+			Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
+		p := memProducer(t, c, n, Linger(0), ReadBack(true), Hooks(keys))
+		keys.p.Store(p) // before any request completes: the bubble's clock has not moved
+		l := newLedger("a", "t")
+		warmUp(t, p, l, 0)
+		probes := keys.count()[2]
+		assert.Equal(t, 1, probes, "ListOffsets for K, ahead of the first batch")
+		var fetches atomic.Int32
+		c.RewriteFetch(func(_ int32, r *kmsg.FetchResponse) {
+			if fetches.Add(1) == 1 {
+				r.Topics[0].Partitions[0].ErrorCode = kerr.OffsetOutOfRange.Code
+				r.Topics[0].Partitions[0].RecordBatches = nil
+			}
+		})
+		failUntilTimeout(t, c, p, l, false)
+		require.ErrorIs(t, recordErr(t, l, 0, 200), ErrNotWritten)
+		require.GreaterOrEqual(t, fetches.Load(), int32(2), "the read was tried again")
+		synctest.Wait()
+
+		got := keys.count()
+		assert.Equal(t, int(fetches.Load()), got[1], "each Fetch once")
+		assert.Equal(t, probes+1, got[2], "ListOffsets for the log start, after OFFSET_OUT_OF_RANGE")
+		assert.Equal(t, 1, got[32], "DescribeConfigs, for cleanup.policy")
+		assert.Equal(t, int(c.MetadataRequests()), got[3], "each Metadata request once, read-back's among them")
+		keys.mu.Lock()
+		defer keys.mu.Unlock()
+		assert.Zero(t, keys.offSender, "every call on the sender goroutine")
+		for _, r := range keys.all {
+			if r.API == 1 || r.API == 2 || r.API == 32 {
+				assert.Equal(t, int32(0), r.Node, "API %d: the leader", r.API)
+				assert.Equal(t, c.Addrs()[0], r.Addr, "API %d", r.API)
+				assert.NoError(t, r.Err, "API %d", r.API)
+			}
+		}
 	})
 }
