@@ -57,6 +57,46 @@ func TestMemBudgetForceTakesFreeBytesFirst(t *testing.T) {
 	}
 }
 
+// TestMemBudgetOneDebtor: TakeOrOwe lets one caller owe at a time; another
+// is refused while it owes, and the release paying the debtor's part off
+// wakes the refused one (paid), which may then owe (TakeOrOwe's doc).
+// Negative control (knob memSharedDebt): every caller owed from the
+// shared room, and splits of 32 partitions each part way down took all of
+// it with nothing left in flight to pay it back: the partitions waited
+// for releases that never came (TestSplitKeepsBufferMemoryBound under
+// load, until delivery.timeout.ms).
+func TestMemBudgetOneDebtor(t *testing.T) {
+	for _, shared := range bugCases {
+		m := newMemBudget(100)
+		if shared {
+			m.regress.set(memSharedDebt)
+		}
+		woke := 0
+		m.paid = func() { woke++ }
+		require.NoError(t, m.Acquire(context.Background(), 100))
+		require.True(t, m.TakeOrOwe(30, 50, "a"))
+		m.Force(5) // owed too, by none of them
+		if shared {
+			assert.True(t, m.TakeOrOwe(10, 50, "b"), "negative control: b owes beside a")
+			continue
+		}
+		assert.False(t, m.TakeOrOwe(10, 50, "b"), "a owes")
+		assert.True(t, m.TakeOrOwe(10, 50, "a"), "the debtor may owe more")
+		assert.False(t, m.TakeOrOwe(20, 50, "a"), "past most")
+		assert.Equal(t, int64(145), m.Held())
+		m.Release(20)
+		assert.Zero(t, woke, "a still owes 20")
+		assert.False(t, m.TakeOrOwe(1, 50, "b"))
+		m.Release(20) // pays a's part off; 5 still owed
+		assert.Equal(t, 1, woke, "the refused caller is woken")
+		assert.True(t, m.TakeOrOwe(10, 50, "b"), "b owes now")
+		assert.False(t, m.TakeOrOwe(1, 50, "a"), "b owes")
+		assert.Equal(t, int64(115), m.Held())
+		m.Release(115)
+		assert.Equal(t, int64(0), m.Held())
+	}
+}
+
 // TestMemBudgetWaitersInOrder: a request that does not fit waits, and
 // a smaller one made after it waits behind it rather than pass it, even
 // though it would fit (memBudget.Acquire's doc); releases serve them in

@@ -33,9 +33,16 @@ type memBudget struct {
 	debt    int64 // forced beyond the limit, paid back first by Release
 	waiters []*memWaiter
 	// owing: TakeOrOwe refused while something was owed; the release that
-	// pays the debt off calls paid (the sender's wake), so it tries again.
+	// pays the debt off, or the debtor's part of it, calls paid (the
+	// sender's wake), so it tries again.
 	owing bool
 	paid  func()
+	// debtor is the one TakeOrOwe caller that owes (debtorOwes bytes of
+	// debt), nil when none does: the others are refused until it is paid
+	// back, so their partial splits cannot share out the debt's room
+	// until none can go on.
+	debtor     any
+	debtorOwes int64
 
 	regress regressions // memUnbounded, memForceKeepsFree (negative controls; empty in the default build)
 }
@@ -144,14 +151,17 @@ func (m *memBudget) Force(n int64) {
 	}
 }
 
-// TakeOrOwe takes n bytes for the sender goroutine, which cannot wait: from
-// the free bytes if that many are free (ahead of waiting Produce calls: the
-// bytes serve records already accepted), else what is free and the rest
-// owed, as Force does, as long as the debt stays within most. Otherwise it
-// takes nothing and reports false; the release that pays the debt off
-// calls paid. So what TakeOrOwe owes never takes the budget past its limit
-// plus most, and is paid back before Produce may acquire again.
-func (m *memBudget) TakeOrOwe(n, most int64) bool {
+// TakeOrOwe takes n bytes for who on the sender goroutine, which cannot
+// wait: from the free bytes if that many are free (ahead of waiting Produce
+// calls: the bytes serve records already accepted), else what is free and
+// the rest owed, as Force does, as long as the debt stays within most and
+// no other caller owes. Otherwise it takes nothing and reports false; the
+// release that pays the debt, or the other caller's part of it, off calls
+// paid. So what TakeOrOwe owes never takes the budget past its limit plus
+// most, is paid back before Produce may acquire again, and is owed by one
+// caller at a time: a caller refused because others' partial work holds
+// the room could otherwise wait for releases that never come.
+func (m *memBudget) TakeOrOwe(n, most int64, who any) bool {
 	if n <= 0 {
 		return true
 	}
@@ -159,6 +169,10 @@ func (m *memBudget) TakeOrOwe(n, most int64) bool {
 	defer m.mu.Unlock()
 	if m.take(n) {
 		return true
+	}
+	if m.debtor != nil && m.debtor != who && !m.regress.on(memSharedDebt) {
+		m.owing = true
+		return false
 	}
 	for {
 		f := m.free.Load()
@@ -169,6 +183,10 @@ func (m *memBudget) TakeOrOwe(n, most int64) bool {
 		}
 		if m.free.CompareAndSwap(f, f-paid) {
 			m.debt += n - paid
+			if n > paid {
+				m.debtor = who
+				m.debtorOwes += n - paid
+			}
 			return true
 		}
 	}
@@ -189,7 +207,13 @@ func (m *memBudget) Release(n int64) {
 func (m *memBudget) releaseLocked(n int64) {
 	paid := min(m.debt, n)
 	m.debt -= paid
-	if m.owing && m.debt == 0 {
+	if m.debtor != nil {
+		m.debtorOwes -= min(m.debtorOwes, paid)
+		if m.debtorOwes == 0 {
+			m.debtor = nil
+		}
+	}
+	if m.owing && (m.debt == 0 || m.debtor == nil) {
 		m.owing = false
 		if m.paid != nil {
 			m.paid() // must not block: a wake

@@ -61,6 +61,7 @@ const (
 	hookWaitUndetected
 	memUnbounded      // memBudget's take does not check the free bytes
 	memForceKeepsFree // memBudget's Force owes all of n when it does not fit, leaving free as it was
+	memSharedDebt     // memBudget's TakeOrOwe lets every caller owe, sharing the debt's room
 	readbackNoFence   // read-back reads a batch of unknown fate at once, without waiting for the fence
 	readbackSeqOnly   // read-back matches a batch by its base sequence alone
 	readbackKAfter    // the ListOffsets giving a first batch's K goes after its Produce request

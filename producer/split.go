@@ -27,7 +27,10 @@ import (
 // pays the debt off wakes the sender. A partition whose every split is
 // refused again needs only a header per level of splitting before a single
 // record fails alone and gives its bytes back, so a batch buffer of debt
-// always lets one partition get there.
+// always lets one partition get there: only one owes at a time (TakeOrOwe's
+// debtor), the others waiting until its part is paid back. Shared, the
+// room went to partial splits of many partitions, none of which could go
+// on, with nothing in flight to pay them back.
 func (s *sender) split(ps *partitionState) bool {
 	b := ps.retry[0]
 	info, recs, err := protocol.ParseRecordBatch(b.bytes, int(b.memory)+protocol.RecordBatchOverhead)
@@ -40,7 +43,7 @@ func (s *sender) split(ps *partitionState) bool {
 	}
 	half := len(recs) / 2
 	need1, need2 := splitSize(recs[:half]), splitSize(recs[half:])
-	if !s.p.mem.TakeOrOwe(int64(need1+need2)-b.memory, int64(s.p.acc.batchBufferMost())) {
+	if !s.p.mem.TakeOrOwe(int64(need1+need2)-b.memory, int64(s.p.acc.batchBufferMost()), ps) {
 		return false
 	}
 	if d := b.memory - int64(need1+need2); d > 0 {
