@@ -22,9 +22,13 @@ import (
 // and in every callback and returns the most, with how many records
 // failed as too large.
 //
-// force, if > 0, is the negative control: half way through, the test
-// forces that many bytes past the limit itself (what the old split did
-// with a pooled buffer per half), giving them back at the end.
+// force, if > 0, is the negative control: from half way through, once
+// the bytes held are within force of the bound (Produce fills
+// buffer.memory while the refused batches hold it), the test forces that
+// many bytes past the limit itself (what the old split did with a pooled
+// buffer per half), giving them back at the end. At a fixed record the
+// bytes held were at times low enough that the forced ones stayed within
+// the bound (1 run in ~100 under load).
 func splitMemoryRun(t *testing.T, parts int32, limit int64, batchSize, records, size int, force int64) (most int64, tooLarge int) {
 	var mu sync.Mutex
 	var other error // the first outcome other than too large
@@ -48,6 +52,7 @@ func splitMemoryRun(t *testing.T, parts int32, limit int64, batchSize, records, 
 			most = max(most, h)
 			mu.Unlock()
 		}
+		forced := false
 		var wg sync.WaitGroup
 		for i := range records {
 			wg.Add(1)
@@ -62,18 +67,22 @@ func splitMemoryRun(t *testing.T, parts int32, limit int64, batchSize, records, 
 				mu.Unlock()
 				wg.Done()
 			})
-			if i == records/2 {
+			if force > 0 && !forced && i >= records/2 && p.mem.Held() > limit+int64(batchSize)-force {
 				p.mem.Force(force)
+				forced = true
 			}
 			sample()
 		}
+		require.Equal(t, force > 0, forced, "the bytes held came within force of the bound")
 		wg.Wait()
 		// The callback goroutine gives a batch's bytes back after its
 		// callbacks, so the last release may still be on its way when
 		// wg.Wait returns (seen under -race on a loaded machine): wait
 		// until it is idle.
 		synctest.Wait()
-		p.mem.Release(force)
+		if forced {
+			p.mem.Release(force)
+		}
 		require.True(t, memoryReleased(p), "every byte back once every callback ran")
 	})
 	return most, tooLarge
