@@ -67,7 +67,8 @@ type accumulator struct {
 // creates it (with its topicState) the first time it names the topic, and
 // it is never removed.
 type topicBuf struct {
-	ts *topicState // the topic's sender half, fixed at creation
+	name string      // fixed: Produce compares it for every record, without reading ts
+	ts   *topicState // the topic's sender half, fixed at creation
 
 	// acc.mu guards the following.
 	bufs    []*partBuf      // each partition's accumulator half; nil until metadata names the partitions
@@ -403,12 +404,12 @@ func (c *produceCache) now() time.Time {
 }
 
 func (a *accumulator) topic(name string) *topicBuf {
-	if t := a.pc.topic; t != nil && t.ts.name == name {
+	if t := a.pc.topic; t != nil && t.name == name {
 		return t
 	}
 	t := a.topics[name]
 	if t == nil {
-		t = &topicBuf{sticky: stickyPartitioner{current: -1, rand: a.cfg.rand.part}}
+		t = &topicBuf{name: name, sticky: stickyPartitioner{current: -1, rand: a.cfg.rand.part}}
 		t.ts = &topicState{name: name, buf: t}
 		a.topics[name] = t
 	}
@@ -454,7 +455,7 @@ func (a *accumulator) place(t *topicBuf, pr pendingRecord, d *copiedBytes, extra
 	switch {
 	case r.fixedPartition:
 		if r.partition < 0 || r.partition >= n {
-			return fmt.Errorf("%w: topic %s has partitions 0..%d, asked for %d", ErrInvalidRecord, t.ts.name, n-1, r.partition)
+			return fmt.Errorf("%w: topic %s has partitions 0..%d, asked for %d", ErrInvalidRecord, t.name, n-1, r.partition)
 		}
 		idx = r.partition
 	case a.cfg.partitioner != nil: // one nil check on the default path
@@ -697,7 +698,7 @@ func (a *accumulator) addPartitions(t *topicBuf, added []*partitionState, now ti
 // ErrTopicMetadata and cause (a metadata error that retrying cannot fix).
 func (a *accumulator) failWaiting(t *topicBuf, cause error) {
 	for _, pr := range t.waiting {
-		a.failRecord(pr.pendingRecord, &DeliveryError{Topic: t.ts.name, Partition: -1, BaseSequence: -1,
+		a.failRecord(pr.pendingRecord, &DeliveryError{Topic: t.name, Partition: -1, BaseSequence: -1,
 			Err: fmt.Errorf("%w: %w", ErrTopicMetadata, cause)})
 	}
 	clear(t.waiting)

@@ -273,11 +273,11 @@ func placeWith(pt Partitioner, t *topicBuf, r *Record, n int32, among []int32) (
 	idx, err = callPartitioner(pt, r, n)
 	switch {
 	case err != nil:
-		return 0, false, fmt.Errorf("%w: partitioner %T for topic %s: %w", ErrInvalidRecord, pt, t.ts.name, err)
+		return 0, false, fmt.Errorf("%w: partitioner %T for topic %s: %w", ErrInvalidRecord, pt, t.name, err)
 	case idx == StickyPartition:
 		return t.sticky.pick(n, among), true, nil
 	case idx < 0 || idx >= n:
-		return 0, false, fmt.Errorf("%w: partitioner %T returned partition %d; topic %s has partitions 0..%d", ErrInvalidRecord, pt, idx, t.ts.name, n-1)
+		return 0, false, fmt.Errorf("%w: partitioner %T returned partition %d; topic %s has partitions 0..%d", ErrInvalidRecord, pt, idx, t.name, n-1)
 	}
 	return idx, false, nil
 }

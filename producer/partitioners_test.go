@@ -577,7 +577,7 @@ func BenchmarkPartitioners(b *testing.B) {
 	})
 	for name, pt := range map[string]Partitioner{"murmur2": Murmur2Partitioner(), "fnv1a": FNV1aPartitioner(),
 		"consistent": ConsistentPartitioner(), "roundrobin": RoundRobinPartitioner()} {
-		ts := &topicBuf{ts: &topicState{name: "t"}, sticky: stickyPartitioner{current: -1, rand: randomSources().part}}
+		ts := &topicBuf{name: "t", ts: &topicState{name: "t"}, sticky: stickyPartitioner{current: -1, rand: randomSources().part}}
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for range b.N {

@@ -16,7 +16,7 @@ func draws(t *testing.T, opts ...Opt) []int64 {
 	for _, o := range append([]Opt{RetryBackoff(100 * time.Millisecond)}, opts...) {
 		require.NoError(t, o.apply(&c))
 	}
-	ts := &topicBuf{ts: &topicState{name: "t"}, sticky: stickyPartitioner{current: -1, rand: c.rand.part}}
+	ts := &topicBuf{name: "t", ts: &topicState{name: "t"}, sticky: stickyPartitioner{current: -1, rand: c.rand.part}}
 	s := &sender{cfg: &c}
 	var out []int64
 	for i := range 40 {
