@@ -590,8 +590,11 @@ func (a *accumulator) queuedFunc(t *topicBuf) func(int32) int {
 }
 
 // unavailableQueued is what an unavailable partition adds to its queue
-// length for the adaptive partitioner: more than any queue can hold.
-const unavailableQueued = math.MaxInt32
+// length for the adaptive partitioner: more than any queue can hold, and
+// small enough that the sum does not wrap where int is 32 bits (a wrapped
+// sum is negative, and the partitioner would prefer the partition it
+// should avoid).
+const unavailableQueued = 1 << 30
 
 // unavailable reports whether ps's sent queue has waited longer than
 // timeout with no batch sent, at now (ns since sender.base): its leader

@@ -139,8 +139,13 @@ func TestSenderPassLooksOnlyAtChanges(t *testing.T) {
 // TestPendingRecordFitsHalfALine: a batch's entry per record is 32 bytes,
 // two to a cache line; what only a record waiting for metadata needs (when
 // it was accepted, its copied bytes) lives in waitingRecord instead.
+// Where pointers are 4 bytes (GOARCH=386, arm) it is smaller still.
 func TestPendingRecordFitsHalfALine(t *testing.T) {
-	require.Equal(t, uintptr(32), unsafe.Sizeof(pendingRecord{}))
+	if unsafe.Sizeof(uintptr(0)) == 8 {
+		require.Equal(t, uintptr(32), unsafe.Sizeof(pendingRecord{}))
+	} else {
+		require.LessOrEqual(t, unsafe.Sizeof(pendingRecord{}), uintptr(32))
+	}
 }
 
 // TestDropOpenedCopiesOnlyPastHalf: dropping the entries a pass looked at
