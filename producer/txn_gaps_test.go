@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -259,4 +260,52 @@ func TestTransactionVersionNotSwitchedInside(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestTransactionConnectionCap: inside transactions the connection cap
+// (max.in.flight.requests.per.connection, produce requests in flight on
+// one connection) applies with the learned window as for idempotent
+// batches. Four partitions on one broker announce a window of 20, the cap
+// is 8: the producer keeps the learned window (InFlightLimit 20) but
+// never has more than 8 produce requests in flight on its connection, and
+// does reach 8 (the wire tap counts a request from before it is written
+// to after its answer is read, never below what the broker holds); the
+// broker sees at most 8 batches of a partition in flight (the window
+// alone would allow 20) and every record committed once, in order.
+func TestTransactionConnectionCap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const parts, perTxn = 4, 400
+		e := newTxnEnv(t, 2, broker.Config{Nodes: 1, RTT: 50 * time.Millisecond,
+			Topics: []broker.TopicConfig{{Name: "w", Partitions: parts, Window: 20}}})
+		tap := &wireTap{}
+		p := e.producer(MaxInFlightRequestsPerConnection(8), BatchSize(1024), Linger(0), Dialer(tap.dial(e.n.Dial)))
+		ctx := context.Background()
+		want := make([][]string, parts)
+		for txn := range 2 {
+			require.NoError(t, p.BeginTransaction())
+			var waits []func() []error
+			for part := range int32(parts) {
+				vals := make([]string, perTxn)
+				for i := range vals {
+					vals[i] = fmt.Sprintf("%d-%d-%04d-%090d", txn, part, i, 0)
+				}
+				want[part] = append(want[part], vals...)
+				waits = append(waits, produceAll(p, "w", part, vals...))
+			}
+			for _, wait := range waits {
+				for _, err := range wait() {
+					require.NoError(t, err)
+				}
+			}
+			require.NoError(t, p.CommitTransaction(ctx))
+		}
+		require.Equal(t, 8, tap.maxProduceInFlight(), "produce requests in flight on the connection: the cap, reached")
+		for part := range int32(parts) {
+			require.Equal(t, 20, p.InFlightLimit("w", part), "the learned window of partition %d", part)
+			bs := e.c.PartitionStats("w", part)
+			require.LessOrEqual(t, bs.MaxInFlight, 8, "batches of partition %d in flight at the broker", part)
+			require.Zero(t, bs.OutOfOrder)
+			require.Equal(t, want[part], e.committed("w", part))
+		}
+	})
 }
