@@ -66,5 +66,8 @@
 // are the leaders of the 50 partitions of __transaction_state and
 // __consumer_offsets, placed round-robin and moved by
 // [Cluster.MoveCoordinator]; [Cluster.InjectCoordinatorError] answers
-// coordinator errors.
+// coordinator errors. Not modelled: transactional ids never expire
+// (Kafka's transactional.id.expiration.ms), and partitions take every
+// marker whatever coordinator epoch it carries, so no marker write is
+// refused TRANSACTION_COORDINATOR_FENCED.
 package broker

@@ -28,7 +28,9 @@
 // [Cluster.MoveGroupCoordinator], [Cluster.InjectCoordinatorError],
 // [Cluster.TimeOutTransaction], [Cluster.DenyTransactionalID], and
 // [Cluster.SetTransactionVersion] for the protocol of Kafka 3.x
-// (transaction version 1) or 4.x (2).
+// (transaction version 1) or 4.x (2). Not modelled: transactional ids
+// never expire (transactional.id.expiration.ms), and markers are never
+// refused TRANSACTION_COORDINATOR_FENCED for a stale coordinator epoch.
 //
 // # Concurrency
 //
