@@ -243,65 +243,69 @@ func TestHooksBatchesRecordsWindowIdentity(t *testing.T) {
 // TestHooksWindowCauses: each cause of a window change is reported with
 // the old and new values: leader change, reconnect, idle re-arm, bump.
 func TestHooksWindowCauses(t *testing.T) {
-	c := startCluster(t, broker.Config{Nodes: 2, Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
-	h := newRecorder()
-	p := newTestProducer(t, c, Hooks(h), IdleRearm(200*time.Millisecond))
-	learned := windowChange{"t", 0, 5, 20, WindowLearned}
+	// Virtual time: the idle re-arm must fire where the test sleeps past it
+	// and nowhere else, which a real clock on a loaded machine cannot promise.
+	synctest.Test(t, func(t *testing.T) {
+		c := virtualCluster(t, broker.Config{Nodes: 2, Topics: []broker.TopicConfig{{Name: "t", Partitions: 1, Window: 20}}})
+		h := newRecorder()
+		p := newTestProducer(t, c, Hooks(h), IdleRearm(200*time.Millisecond))
+		learned := windowChange{"t", 0, 5, 20, WindowLearned}
 
-	produceN(t, p, "t", 0, "a", 3)
-	require.Equal(t, []windowChange{learned}, h.windowsOf())
+		produceN(t, p, "t", 0, "a", 3)
+		require.Equal(t, []windowChange{learned}, h.windowsOf())
 
-	// Leader change: the partition moves to node 1 and starts at 5.
-	require.NoError(t, c.MoveLeader("t", 0, 1))
-	produceN(t, p, "t", 0, "b", 3)
-	require.Equal(t, []windowChange{learned, {"t", 0, 20, 5, WindowLeaderChange}, learned}, h.windowsOf())
+		// Leader change: the partition moves to node 1 and starts at 5.
+		require.NoError(t, c.MoveLeader("t", 0, 1))
+		produceN(t, p, "t", 0, "b", 3)
+		require.Equal(t, []windowChange{learned, {"t", 0, 20, 5, WindowLeaderChange}, learned}, h.windowsOf())
 
-	// Reconnect: node 1 closes its connections; the next batch finds the
-	// connection closed and dials again.
-	c.DropConnections(1)
-	produceN(t, p, "t", 0, "c", 3)
-	got := h.windowsOf()
-	require.Equal(t, []windowChange{{"t", 0, 20, 5, WindowReconnect}, learned}, got[3:])
+		// Reconnect: node 1 closes its connections; the next batch finds the
+		// connection closed and dials again.
+		c.DropConnections(1)
+		produceN(t, p, "t", 0, "c", 3)
+		got := h.windowsOf()
+		require.Equal(t, []windowChange{{"t", 0, 20, 5, WindowReconnect}, learned}, got[3:])
 
-	// Idle: no ack for longer than longhaul.idle.rearm.ms.
-	time.Sleep(300 * time.Millisecond)
-	produceN(t, p, "t", 0, "d", 3)
-	got = h.windowsOf()
-	require.Equal(t, []windowChange{{"t", 0, 20, 5, WindowIdle}, learned}, got[5:])
+		// Idle: no ack for longer than longhaul.idle.rearm.ms.
+		time.Sleep(300 * time.Millisecond)
+		produceN(t, p, "t", 0, "d", 3)
+		got = h.windowsOf()
+		require.Equal(t, []windowChange{{"t", 0, 20, 5, WindowIdle}, learned}, got[5:])
 
-	// Bump: OUT_OF_ORDER_SEQUENCE_NUMBER on the oldest batch (the broker
-	// lost our state) bumps the epoch; every window starts again.
-	c.InjectError("t", 0, kerr.OutOfOrderSequenceNumber.Code, 1)
-	produceN(t, p, "t", 0, "e", 1)
-	got = h.windowsOf()
-	require.Equal(t, []windowChange{{"t", 0, 20, 5, WindowBump}, learned}, got[7:])
+		// Bump: OUT_OF_ORDER_SEQUENCE_NUMBER on the oldest batch (the broker
+		// lost our state) bumps the epoch; every window starts again.
+		c.InjectError("t", 0, kerr.OutOfOrderSequenceNumber.Code, 1)
+		produceN(t, p, "t", 0, "e", 1)
+		got = h.windowsOf()
+		require.Equal(t, []windowChange{{"t", 0, 20, 5, WindowBump}, learned}, got[7:])
 
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	require.Len(t, h.ids, 2)
-	first, bump := h.ids[0], h.ids[1]
-	assert.Equal(t, [4]int64{first[2], first[3], first[2], first[3] + 1}, bump, "same id, epoch + 1")
-	// The disconnect names node 1, its address and why.
-	require.NotEmpty(t, h.disconnect)
-	assert.Equal(t, int32(1), h.disconnect[0].node)
-	assert.Equal(t, c.Addrs()[1], h.disconnect[0].addr)
-	assert.Error(t, h.disconnect[0].err)
-	// The leader move was reported as a rejected attempt, to be retried.
-	var notLeader, oooSeq int
-	for _, r := range h.rejected {
-		switch {
-		case errors.Is(r.err, kerr.NotLeaderForPartition):
-			notLeader++
-			assert.True(t, r.retrying)
-			assert.Equal(t, int32(0), r.info.Node, "the attempt went to the old leader")
-		case errors.Is(r.err, kerr.OutOfOrderSequenceNumber):
-			oooSeq++
-			assert.True(t, r.retrying)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		require.Len(t, h.ids, 2)
+		first, bump := h.ids[0], h.ids[1]
+		assert.Equal(t, [4]int64{first[2], first[3], first[2], first[3] + 1}, bump, "same id, epoch + 1")
+		// The disconnect names node 1, its address and why.
+		require.NotEmpty(t, h.disconnect)
+		assert.Equal(t, int32(1), h.disconnect[0].node)
+		assert.Equal(t, c.Addrs()[1], h.disconnect[0].addr)
+		assert.Error(t, h.disconnect[0].err)
+		// The leader move was reported as a rejected attempt, to be retried.
+		var notLeader, oooSeq int
+		for _, r := range h.rejected {
+			switch {
+			case errors.Is(r.err, kerr.NotLeaderForPartition):
+				notLeader++
+				assert.True(t, r.retrying)
+				assert.Equal(t, int32(0), r.info.Node, "the attempt went to the old leader")
+			case errors.Is(r.err, kerr.OutOfOrderSequenceNumber):
+				oooSeq++
+				assert.True(t, r.retrying)
+			}
 		}
-	}
-	assert.Positive(t, notLeader)
-	assert.Equal(t, 1, oooSeq)
-	assert.Equal(t, len(h.sent), len(h.acked)+len(h.rejected), "every attempt ends once")
+		assert.Positive(t, notLeader)
+		assert.Equal(t, 1, oooSeq)
+		assert.Equal(t, len(h.sent), len(h.acked)+len(h.rejected), "every attempt ends once")
+	})
 }
 
 // TestHooksFailuresThrottleClose: a non-retriable error, a throttled
