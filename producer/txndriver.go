@@ -472,11 +472,13 @@ func (d *txnDriver) take(out txnOutcome) {
 				d.offsetCalls = d.offsetCalls[1:]
 			}
 		case txnOpCommit, txnOpAbort:
+			// Counted before the call is released: a Stats read once
+			// CommitTransaction or AbortTransaction returned counts it.
+			s.txnEnded(dn.op == txnOpCommit, dn.err)
 			if d.endCall != nil {
 				d.endCall.finish(dn.err)
 				d.endCall = nil
 			}
-			s.txnEnded(dn.op == txnOpCommit, dn.err)
 		}
 	}
 	if len(out.done) > 0 || out.renumber {
