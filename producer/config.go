@@ -224,7 +224,7 @@ var properties = append([]property{
 	maxWindowValue.row("0", "cap on batches in flight per partition below the broker's window; 0 = the broker's window"),
 	coalesceValue.row("5", "while a broker queues our requests (its latest produce response took over twice the fastest answer on the connection), batches past linger.ms wait while this many produce requests are in flight to it, for at most that response's time, and go together in the next request once a response frees a slot; 0 = never"),
 	{"transactional.id", "", "makes the producer transactional (InitTransactions, BeginTransaction, CommitTransaction); " +
-		"the id names the producer across restarts: a new producer with the same id fences the old one; empty = not transactional",
+		"the id names the producer across restarts: a new producer with the same id fences the old one; an empty id is refused: leave the property out for a producer without transactions",
 		func(c *config, v string) error { c.transactionalID, c.txnIDGiven = v, true; return nil }},
 	txnTimeoutValue.row("60000", "with transactional.id: how long a transaction may stay open before its coordinator aborts it, in ms; "+
 		"at most the brokers' transaction.max.timeout.ms (15 minutes by default)"),

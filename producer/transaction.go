@@ -10,7 +10,8 @@ import (
 )
 
 // The error classes of a transactional producer (KIP-1050). Every error
-// the transactional calls return, and every record error caused by the
+// the transactional calls return, except ctx's error (wrapped),
+// [ErrInCallback] and [ErrClosed], and every record error caused by the
 // transaction, wraps one of them; the cause (the broker's error, a
 // record's [*DeliveryError]) is wrapped too, so errors.Is finds both the
 // class and the Kafka error (for example kerr.ProducerFenced), and
@@ -206,7 +207,7 @@ func (p *Producer) BeginTransaction() error {
 // membership; the transaction is then abortable. It returns once the
 // coordinator holds the offsets for the transaction, or the error that
 // makes the transaction abortable; [ErrTransactionState] outside a
-// transaction. If ctx ends first it returns ctx's error, wrapped, and the
+// transaction or without group.GroupID. If ctx ends first it returns ctx's error, wrapped, and the
 // offsets are still sent: CommitTransaction waits for them, and fails if
 // they failed.
 func (p *Producer) SendOffsetsToTransaction(ctx context.Context, group GroupMetadata, offsets []TransactionOffset) error {
