@@ -176,8 +176,8 @@ func (p *Producer) BeginTransaction() error {
 	var refused error
 	p.acc.transaction(func(m *txnMirror) bool {
 		switch {
-		case m.open && m.err != nil:
-			refused = m.err
+		case m.open && m.failure() != nil:
+			refused = m.failure()
 		case m.open:
 			refused = &txnError{class: ErrTransactionState, msg: "BeginTransaction while a transaction is open"}
 		case m.end != nil && !m.end.call.finished():
@@ -217,7 +217,7 @@ func (p *Producer) SendOffsetsToTransaction(ctx context.Context, group GroupMeta
 	var open bool
 	var terr error
 	p.acc.transaction(func(m *txnMirror) bool {
-		open, terr = m.open, m.err
+		open, terr = m.open, m.failure()
 		return false
 	})
 	if terr != nil {
@@ -364,8 +364,8 @@ func (p *Producer) AbortTransaction(ctx context.Context) error {
 // outside a transaction, or in one that can only be aborted. Called with
 // acc.mu held (accumulator.produce).
 func (m *txnMirror) refused() error {
-	if m.err != nil {
-		return m.err
+	if err := m.failure(); err != nil {
+		return err
 	}
 	if !m.open {
 		return &txnError{class: ErrTransactionState, msg: "Produce outside a transaction: call BeginTransaction first"}

@@ -641,3 +641,28 @@ func TestTxnDocsStatsCountedOnReturn(t *testing.T) {
 		}
 	})
 }
+
+// TestTxnDocsAbortableOnceCalledBack: "A record that failed ... makes the
+// transaction abortable", and BeginTransaction returns "the transaction's
+// error while it can only be aborted": from the failed record's callback
+// on, not a moment later. BeginTransaction, Produce and
+// SendOffsetsToTransaction right after the callback get
+// ErrTransactionAbortable (the abort-only state once reached Produce only
+// at the sender's next pass, after the callback could have run).
+func TestTxnDocsAbortableOnceCalledBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newTxnEnv(t, 2, broker.Config{Nodes: 1})
+		ctx := context.Background()
+		p := e.producer()
+		g := GroupMetadata{GroupID: "g", Generation: -1}
+		for i := range 100 {
+			require.NoError(t, p.BeginTransaction())
+			e.c.InjectError("out", 0, kerr.InvalidRecord.Code, 1)
+			require.ErrorIs(t, produceAll(p, "out", 0, "bad")()[0], kerr.InvalidRecord)
+			require.ErrorIs(t, p.BeginTransaction(), ErrTransactionAbortable, "transaction %d", i)
+			require.ErrorIs(t, p.SendOffsetsToTransaction(ctx, g, nil), ErrTransactionAbortable, "transaction %d", i)
+			require.ErrorIs(t, produceAll(p, "out", 0, "x")()[0], ErrTransactionAbortable, "transaction %d", i)
+			require.NoError(t, p.AbortTransaction(ctx))
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -57,10 +58,31 @@ type txnMirror struct {
 	// err is the transaction's error once it can only be aborted (or the
 	// producer is fenced or failed): Produce fails with it.
 	err error
+	// failed is err as the core reached it, set the moment a record's
+	// failure makes the transaction abort-only, before the record's
+	// callback is queued: a batch may complete with acc.mu held, so err
+	// is only set at the sender's next settle, and a call made from or
+	// after that callback must already see the transaction abort-only.
+	failed atomic.Pointer[txnFailure]
 	// end is the last transaction's CommitTransaction or
 	// AbortTransaction, kept so that calling it again (after its ctx
 	// ended) waits for the same outcome.
 	end *txnEnd
+}
+
+// txnFailure boxes the error of txnMirror.failed.
+type txnFailure struct{ err error }
+
+// failure is the transaction's error once it can only be aborted (or the
+// producer is fenced or failed), nil before. Called with acc.mu held.
+func (m *txnMirror) failure() error {
+	if m.err != nil {
+		return m.err
+	}
+	if f := m.failed.Load(); f != nil {
+		return f.err
+	}
+	return nil
 }
 
 // txnEnd is a CommitTransaction or AbortTransaction in progress or done.
@@ -158,6 +180,7 @@ func (d *txnDriver) done(b *batch, err error) {
 	if cerr != nil {
 		d.s.p.log.Error("transactional batch accounting", "err", cerr)
 	}
+	d.publishFailure()
 	d.outs = append(d.outs, out)
 	d.s.p.wakeSender()
 }
@@ -169,6 +192,7 @@ func (d *txnDriver) withdrawn(ps *partitionState, n int, cause error) {
 	if err != nil {
 		d.s.p.log.Error("transactional batch accounting", "err", err)
 	}
+	d.publishFailure()
 	d.outs = append(d.outs, out)
 	d.s.p.wakeSender()
 }
@@ -178,7 +202,19 @@ func (d *txnDriver) withdrawn(ps *partitionState, n int, cause error) {
 // partitions: Purge).
 func (d *txnDriver) failedUncounted(cause error) {
 	d.outs = append(d.outs, d.core.fail(&txnError{class: ErrTransactionAbortable, msg: "records failed before they were queued", cause: cause}))
+	d.publishFailure()
 	d.s.p.wakeSender()
+}
+
+// publishFailure shows Produce, BeginTransaction and
+// SendOffsetsToTransaction at once that the core can only abort (or is
+// fenced or failed), without acc.mu (txnMirror.failed); settle sets
+// txnMirror.err later.
+func (d *txnDriver) publishFailure() {
+	switch c := d.core; c.state {
+	case txnAbortableError, txnFenced, txnFatalError:
+		d.s.p.acc.txn.failed.Store(&txnFailure{c.err})
+	}
 }
 
 // noRecovery turns the idempotent recovery a verdict asks for into a
@@ -281,6 +317,7 @@ func (d *txnDriver) begin() error {
 	}
 	d.s.p.acc.transaction(func(m *txnMirror) bool {
 		m.open, m.err, m.end = true, nil, nil // Produce is accepted from now on
+		m.failed.Store(nil)
 		return false
 	})
 	d.dropped = false
