@@ -666,3 +666,35 @@ func TestTxnDocsAbortableOnceCalledBack(t *testing.T) {
 		}
 	})
 }
+
+// TestTxnDocsAbortEndsSendOffsets: ErrTransactionAborted fails "a
+// SendOffsetsToTransaction call it ended": offsets still waiting for the
+// coordinator when AbortTransaction is called return an error of that
+// class, and never count.
+func TestTxnDocsAbortEndsSendOffsets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newTxnEnv(t, 2, broker.Config{RTT: time.Second})
+		ctx := context.Background()
+		p := e.producer(RequestTimeout(10 * time.Second))
+		require.NoError(t, p.BeginTransaction())
+		g := GroupMetadata{GroupID: "eos", Generation: -1}
+		res := make(chan error, 2)
+		for _, off := range []int64{5, 6} {
+			go func() { res <- p.SendOffsetsToTransaction(ctx, g, []TransactionOffset{{Topic: "in", Offset: off, LeaderEpoch: -1}}) }()
+		}
+		synctest.Wait() // both calls wait for the coordinator
+		require.Empty(t, res)
+		require.NoError(t, p.AbortTransaction(ctx))
+		aborted := 0
+		for range 2 {
+			if err := <-res; err != nil {
+				require.ErrorIs(t, err, ErrTransactionAborted)
+				aborted++
+			}
+		}
+		require.Positive(t, aborted, "AbortTransaction ended a waiting call")
+		e.settled()
+		_, ok := e.c.CommittedOffset("eos", "in", 0)
+		require.False(t, ok)
+	})
+}
