@@ -680,7 +680,9 @@ func TestTxnDocsAbortEndsSendOffsets(t *testing.T) {
 		g := GroupMetadata{GroupID: "eos", Generation: -1}
 		res := make(chan error, 2)
 		for _, off := range []int64{5, 6} {
-			go func() { res <- p.SendOffsetsToTransaction(ctx, g, []TransactionOffset{{Topic: "in", Offset: off, LeaderEpoch: -1}}) }()
+			go func() {
+				res <- p.SendOffsetsToTransaction(ctx, g, []TransactionOffset{{Topic: "in", Offset: off, LeaderEpoch: -1}})
+			}()
 		}
 		synctest.Wait() // both calls wait for the coordinator
 		require.Empty(t, res)
