@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -95,19 +96,24 @@ func TestProduceSyncWithdrawsWaiting(t *testing.T) {
 // completes in the background, and after a Flush its Offset is set and it
 // is in the log.
 func TestProduceSyncInFlight(t *testing.T) {
-	c := startCluster(t, broker.Config{Nodes: 1, Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
-	p := newTestProducer(t, c)
-	require.NoError(t, produceOne(t, p, &Record{Topic: "t", Value: []byte("warm")}))
-	c.Stall(0, time.Second)
-	r := &Record{Topic: "t", Value: []byte("sent")}
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	res := p.ProduceSync(ctx, r)
-	err := res.FirstErr()
-	require.ErrorIs(t, err, ErrInFlight)
-	assert.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.True(t, IsFateUnknown(err))
-	require.NoError(t, p.Flush(context.Background()))
-	assert.Equal(t, int64(1), r.Offset, "written in the background")
-	assert.Len(t, c.Records("t", 0), 2)
+	// Virtual time: the record must be in flight when ctx ends at 200 ms
+	// and still unanswered then, which a 1 s stall on a real clock does
+	// not promise on a loaded machine.
+	synctest.Test(t, func(t *testing.T) {
+		c := virtualCluster(t, broker.Config{Nodes: 1, Topics: []broker.TopicConfig{{Name: "t", Partitions: 1}}})
+		p := newTestProducer(t, c)
+		require.NoError(t, produceOne(t, p, &Record{Topic: "t", Value: []byte("warm")}))
+		c.Stall(0, time.Second)
+		r := &Record{Topic: "t", Value: []byte("sent")}
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		res := p.ProduceSync(ctx, r)
+		err := res.FirstErr()
+		require.ErrorIs(t, err, ErrInFlight)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.True(t, IsFateUnknown(err))
+		require.NoError(t, p.Flush(context.Background()))
+		assert.Equal(t, int64(1), r.Offset, "written in the background")
+		assert.Len(t, c.Records("t", 0), 2)
+	})
 }
