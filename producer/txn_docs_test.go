@@ -7,7 +7,11 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -699,4 +703,47 @@ func TestTxnDocsAbortEndsSendOffsets(t *testing.T) {
 		_, ok := e.c.CommittedOffset("eos", "in", 0)
 		require.False(t, ok)
 	})
+}
+
+// TestTxnDocsREADMETransactionsCompiles builds the README's "Transactions"
+// code block, inside a function whose parameters are the names it takes
+// from around it (addr, ctx, rec, gen, member, offsets), as a program of
+// its own module requiring this one, so the snippet's calls and types
+// stay those of the API. It needs the go command and the module cache (no
+// network).
+func TestTxnDocsREADMETransactionsCompiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a program with the go command")
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command in PATH")
+	}
+	raw, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(raw), "\n## Transactions\n")
+	require.True(t, ok, "README.md has no Transactions section")
+	section, _, _ := strings.Cut(rest, "\n## ")
+	_, code, ok := strings.Cut(section, "```go\n")
+	if ok {
+		code, _, ok = strings.Cut(code, "```")
+	}
+	require.True(t, ok, "README.md's Transactions section has no ```go block")
+	prog := "package main\n\nimport (\n\t\"context\"\n\t\"errors\"\n\n\t\"github.com/longhaul-kafka/longhaul/producer\"\n)\n\n" +
+		"func run(ctx context.Context, addr string, rec *producer.Record, gen int32, member string, offsets []producer.TransactionOffset) {\n" +
+		code + "}\n\nfunc main() {}\n"
+	root, err := filepath.Abs("..")
+	require.NoError(t, err)
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	require.NoError(t, err)
+	dir := t.TempDir()
+	gomod := "module readmetxn\n\ngo 1.26.0\n\nrequire github.com/longhaul-kafka/longhaul v0.0.0\n\nreplace github.com/longhaul-kafka/longhaul => " + root + "\n"
+	for name, body := range map[string][]byte{"go.mod": []byte(gomod), "go.sum": sum, "main.go": []byte(prog)} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), body, 0o644))
+	}
+	cmd := exec.Command(gobin, "build", "-o", filepath.Join(dir, "txn"), ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "README's Transactions example does not build:\n%s\n--- main.go ---\n%s", out, prog)
 }
