@@ -62,6 +62,36 @@ func (c *Cluster) request(ctx context.Context, req kmsg.Request) (kmsg.Response,
 	return nil, lastErr
 }
 
+// controllerRequest sends an admin request that only the active controller
+// serves: in ZooKeeper mode a broker that is not the controller answers
+// NOT_CONTROLLER instead of forwarding, so the request goes to the node
+// that Metadata names as controller, asked anew for each request (the
+// controller may have moved). KRaft brokers forward such requests
+// themselves: there it is [Cluster.request].
+func (c *Cluster) controllerRequest(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	if c.rel.KRaft() {
+		return c.request(ctx, req)
+	}
+	var lastErr error = errors.New("kafkatest: no node running")
+	for _, n := range c.running() {
+		mreq := kmsg.NewPtrMetadataRequest()
+		mreq.Topics = []kmsg.MetadataRequestTopic{} // none: brokers and controller only
+		resp, err := requestNode(ctx, n.directAddr, mreq)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		id := resp.(*kmsg.MetadataResponse).ControllerID
+		for _, cn := range c.running() {
+			if cn.id == id {
+				return requestNode(ctx, cn.directAddr, req)
+			}
+		}
+		lastErr = fmt.Errorf("kafkatest: controller %d (per node %d) is not running", id, n.id)
+	}
+	return nil, lastErr
+}
+
 func requestNode(ctx context.Context, addr string, req kmsg.Request) (kmsg.Response, error) {
 	av, err := APIVersions(ctx, addr)
 	if err != nil {
@@ -183,8 +213,9 @@ func (c *Cluster) Leader(t testing.TB, topic string, partition int32) (leader, e
 // must be a replica of the partition. It makes `to` the preferred replica
 // (an AlterPartitionReassignments that only reorders the replica list, so
 // no data moves) and runs a preferred leader election, retrying while `to`
-// is not yet in the ISR. The replica order stays changed afterwards. It
-// fails the test on error or after 90 s.
+// is not yet in the ISR. The replica order stays changed afterwards. In
+// ZooKeeper mode (Kafka 2.4+, KIP-455 and KIP-460) both requests go to the
+// controller. It fails the test on error or after 90 s.
 func (c *Cluster) MoveLeader(t testing.TB, topic string, partition int32, to int32) (epoch int32) {
 	t.Helper()
 	epoch, err := c.moveLeader(topic, partition, to)
@@ -222,7 +253,7 @@ func (c *Cluster) moveLeader(topic string, partition, to int32) (int32, error) {
 		rp.Partition, rp.Replicas = partition, order
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
-		resp, err := c.request(ctx, req)
+		resp, err := c.controllerRequest(ctx, req)
 		if err != nil {
 			return 0, err
 		}
@@ -255,7 +286,7 @@ func (c *Cluster) moveLeader(topic string, partition, to int32) (int32, error) {
 		rt := kmsg.NewElectLeadersRequestTopic()
 		rt.Topic, rt.Partitions = topic, []int32{partition}
 		req.Topics = append(req.Topics, rt)
-		resp, err := c.request(ctx, req)
+		resp, err := c.controllerRequest(ctx, req)
 		if err != nil {
 			return 0, err
 		}

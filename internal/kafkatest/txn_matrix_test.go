@@ -99,8 +99,8 @@ func txnRecords() (perTxn, tail int) {
 // of each release of txnMatrix: transactions of many records over 16
 // partitions (replication 3, min.insync.replicas 2) through the proxies
 // with random connection cuts, one transaction in four aborted on
-// purpose, a leader move of a quarter of the partitions (KRaft releases;
-// in ZooKeeper mode the harness cannot reach the controller for it), and
+// purpose, a leader move of a quarter of the partitions (each read back
+// from Metadata: a new leader at a higher leader epoch), and
 // SIGKILL of the broker that is the transaction coordinator of the first
 // producer, restarted while the producers go on. Then an independent
 // read_committed kgo consumer must find each committed transaction once,
@@ -367,17 +367,23 @@ func testTxnMatrixCluster(t *testing.T, m txnMatrixCluster) {
 	}
 	waitAll(2)
 
-	// A leader move: a quarter of each topic's partitions to the next node.
-	if m.release.KRaft() {
-		for _, r := range runs {
-			for p := int32(0); p < txnMatrixPartitions; p += 4 {
-				to := (c.Partition(t, r.topic, p).Leader + 1) % int32(c.Nodes())
-				c.MoveLeader(t, r.topic, p, to)
-			}
+	// A leader move: a quarter of each topic's partitions to the next node,
+	// on every release (ZooKeeper ones through their controller).
+	moveBegan := time.Now()
+	var moves []string
+	for _, r := range runs {
+		for p := int32(0); p < txnMatrixPartitions; p += 4 {
+			before := c.Partition(t, r.topic, p)
+			to := (before.Leader + 1) % int32(c.Nodes())
+			c.MoveLeader(t, r.topic, p, to)
+			after := c.Partition(t, r.topic, p)
+			require.Equal(t, to, after.Leader, "%s/%d: leader after the move (was %d)", r.topic, p, before.Leader)
+			require.Greater(t, after.LeaderEpoch, before.LeaderEpoch, "%s/%d: leader epoch after the move", r.topic, p)
+			moves = append(moves, fmt.Sprintf("%s/%d %d->%d (epoch %d->%d)", r.topic, p, before.Leader, after.Leader, before.LeaderEpoch, after.LeaderEpoch))
 		}
-		t.Logf("moved the leaders of partitions 0, 4, 8, 12 of every topic")
-		waitAll(2)
 	}
+	t.Logf("moved leaders in %v: %s", time.Since(moveBegan).Round(time.Millisecond), strings.Join(moves, ", "))
+	waitAll(2)
 
 	// SIGKILL of the first producer's coordinator, restarted meanwhile.
 	coord := txnCoordinator(t, ctx, c, runs[0].txnID)
