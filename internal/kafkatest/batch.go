@@ -16,6 +16,16 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // RecordBatch layout, independently of our protocol package, so a probe
 // does not share bugs with the code under test.
 func IdempotentBatch(producerID int64, epoch int16, firstSeq int32, values [][]byte) []byte {
+	return recordBatch(0, producerID, epoch, firstSeq, values)
+}
+
+// TransactionalBatch is [IdempotentBatch] with the transactional attribute
+// bit set: a batch of the producer's open transaction.
+func TransactionalBatch(producerID int64, epoch int16, firstSeq int32, values [][]byte) []byte {
+	return recordBatch(0x10, producerID, epoch, firstSeq, values)
+}
+
+func recordBatch(attrs int16, producerID int64, epoch int16, firstSeq int32, values [][]byte) []byte {
 	now := time.Now().UnixMilli()
 	var records []byte
 	for i, v := range values {
@@ -29,6 +39,7 @@ func IdempotentBatch(producerID int64, epoch int16, firstSeq int32, values [][]b
 	b := kmsg.RecordBatch{
 		PartitionLeaderEpoch: -1,
 		Magic:                2,
+		Attributes:           attrs,
 		LastOffsetDelta:      int32(len(values) - 1),
 		FirstTimestamp:       now,
 		MaxTimestamp:         now,
