@@ -83,8 +83,9 @@ func TestClusterIDShape(t *testing.T) {
 	}
 }
 
-// TestIdempotentBatchDecodes checks our batch builder against kmsg's
-// decoder and an independent CRC-32C of the bytes.
+// TestIdempotentBatchDecodes checks our batch builders (idempotent and
+// transactional) against kmsg's decoder and an independent CRC-32C of the
+// bytes.
 func TestIdempotentBatchDecodes(t *testing.T) {
 	vals := [][]byte{[]byte("a"), make([]byte, 300), []byte("")}
 	raw := IdempotentBatch(77, 3, 41, vals)
@@ -112,6 +113,22 @@ func TestIdempotentBatchDecodes(t *testing.T) {
 	}
 	if len(recs) != 0 {
 		t.Fatalf("%d trailing bytes", len(recs))
+	}
+	if b.Attributes != 0 {
+		t.Fatalf("idempotent batch attributes %#x, want 0", b.Attributes)
+	}
+	// The transactional one differs in the attribute bit only, under a
+	// CRC that still matches.
+	txn := TransactionalBatch(77, 3, 41, vals)
+	var tb kmsg.RecordBatch
+	if err := tb.ReadFrom(txn); err != nil {
+		t.Fatal(err)
+	}
+	if tb.Attributes != 0x10 || tb.FirstSequence != 41 || tb.NumRecords != 3 {
+		t.Fatalf("transactional batch header %+v", tb)
+	}
+	if got, want := uint32(tb.CRC), crc32.Checksum(txn[21:], crc32.MakeTable(crc32.Castagnoli)); got != want {
+		t.Fatalf("transactional batch CRC %x, want %x", got, want)
 	}
 	// Negative control: a flipped byte no longer matches the CRC.
 	raw[len(raw)-1] ^= 1
