@@ -112,6 +112,11 @@ func TestConcurrentProduceFlushClose(t *testing.T) {
 	var wg sync.WaitGroup
 	var closed atomic.Bool
 	var afterClose atomic.Int64 // records produced after a Close returned
+	// The closers start once a record is acknowledged, so Close always
+	// races records in flight: a fixed sleep let a starved process close
+	// before any Produce had run, and every record failed with ErrClosed.
+	firstAck := make(chan struct{})
+	var firstAckOnce sync.Once
 	for g := range producers {
 		wg.Add(1)
 		go func() {
@@ -120,7 +125,13 @@ func TestConcurrentProduceFlushClose(t *testing.T) {
 				k := fmt.Sprintf("g%02d-%04d", g, i)
 				r := &Record{Topic: "t", Key: []byte(k[:3]), Value: []byte(k)}
 				wasClosed := closed.Load()
-				p.Produce(context.Background(), r, o.cb(k))
+				cb := o.cb(k)
+				p.Produce(context.Background(), r, func(r *Record, err error) {
+					if err == nil {
+						firstAckOnce.Do(func() { close(firstAck) })
+					}
+					cb(r, err)
+				})
 				if wasClosed {
 					afterClose.Add(1)
 				}
@@ -144,14 +155,17 @@ func TestConcurrentProduceFlushClose(t *testing.T) {
 			}
 		}()
 	}
-	// Three closers race each other and the producers, half way through.
+	// Three closers race each other and the producers, once records flow.
 	var closers sync.WaitGroup
 	closeErrs := make([]error, 3)
 	for i := range 3 {
 		closers.Add(1)
 		go func() {
 			defer closers.Done()
-			time.Sleep(20 * time.Millisecond)
+			select {
+			case <-firstAck:
+			case <-time.After(30 * time.Second): // fails below: nothing acknowledged
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			closeErrs[i] = p.Close(ctx)
@@ -182,7 +196,7 @@ func TestConcurrentProduceFlushClose(t *testing.T) {
 	}
 	nAcked = len(o.acked)
 	if nAcked == 0 {
-		t.Error("nothing acknowledged: the race never had records in flight")
+		t.Error("nothing acknowledged in 30 s: the race never had records in flight")
 	}
 	t.Logf("acked %d, failed with ErrClosed %d, produced after a Close returned %d", nAcked, nClosed, afterClose.Load())
 	o.checkAgainstLog(t, c, "t", 4)
