@@ -55,14 +55,12 @@ type txnMirror struct {
 	// open: BeginTransaction returned and neither Commit nor Abort was
 	// called since; Produce is accepted only then.
 	open bool
-	// err is the transaction's error once it can only be aborted (or the
-	// producer is fenced or failed): Produce fails with it.
-	err error
-	// failed is err as the core reached it, set the moment a record's
-	// failure makes the transaction abort-only, before the record's
-	// callback is queued: a batch may complete with acc.mu held, so err
-	// is only set at the sender's next settle, and a call made from or
-	// after that callback must already see the transaction abort-only.
+	// failed is the transaction's error once it can only be aborted (or
+	// the producer is fenced or failed): Produce fails with it. The sender
+	// stores it the moment a record's failure makes the transaction
+	// abort-only, before the record's callback is queued, without acc.mu
+	// (a batch may complete with acc.mu held), so a call made from or
+	// after that callback already sees the transaction abort-only.
 	failed atomic.Pointer[txnFailure]
 	// end is the last transaction's CommitTransaction or
 	// AbortTransaction, kept so that calling it again (after its ctx
@@ -76,9 +74,6 @@ type txnFailure struct{ err error }
 // failure is the transaction's error once it can only be aborted (or the
 // producer is fenced or failed), nil before. Called with acc.mu held.
 func (m *txnMirror) failure() error {
-	if m.err != nil {
-		return m.err
-	}
 	if f := m.failed.Load(); f != nil {
 		return f.err
 	}
@@ -208,8 +203,7 @@ func (d *txnDriver) failedUncounted(cause error) {
 
 // publishFailure shows Produce, BeginTransaction and
 // SendOffsetsToTransaction at once that the core can only abort (or is
-// fenced or failed), without acc.mu (txnMirror.failed); settle sets
-// txnMirror.err later.
+// fenced or failed), without acc.mu (txnMirror.failed).
 func (d *txnDriver) publishFailure() {
 	switch c := d.core; c.state {
 	case txnAbortableError, txnFenced, txnFatalError:
@@ -316,7 +310,7 @@ func (d *txnDriver) begin() error {
 		return err
 	}
 	d.s.p.acc.transaction(func(m *txnMirror) bool {
-		m.open, m.err, m.end = true, nil, nil // Produce is accepted from now on
+		m.open, m.end = true, nil // Produce is accepted from now on
 		m.failed.Store(nil)
 		return false
 	})
@@ -455,10 +449,7 @@ func (d *txnDriver) settle() {
 	c := d.core
 	switch c.state {
 	case txnAbortableError, txnFenced, txnFatalError:
-		d.s.p.acc.transaction(func(m *txnMirror) bool {
-			m.err = c.err // Produce refuses with it
-			return false
-		})
+		d.publishFailure() // Produce refuses with the error the core holds now
 		if !d.dropped {
 			d.dropped = true
 			d.dropUnsent(c.err)
